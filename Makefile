@@ -1,0 +1,41 @@
+# spillway — the two commands a newcomer needs: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+ARGS   ?=
+
+.PHONY: run test lint typecheck unit bench clean java setup
+
+setup: $(STAMP) java
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) scripts/check_python.py
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+java:
+	@sh scripts/check_java.sh
+
+run: setup
+	$(BIN)/spillway run $(ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check spillway tests
+	$(BIN)/ruff format --check spillway tests
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+unit: setup
+	$(BIN)/python -m pytest -q -m "not slow" --timeout=900
+
+test: lint typecheck unit
+
+bench: setup
+	$(BIN)/spillway bench --quick --out runs/bench
+
+clean:
+	rm -rf $(VENV) runs spark-warehouse .pytest_cache .mypy_cache .ruff_cache

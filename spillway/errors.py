@@ -1,0 +1,38 @@
+"""The exceptions spillway raises.
+
+Every error names the parameter, the rule, the value received and what to do. The CLI turns any
+:class:`SpillwayError` into one line on standard error and exit code 2.
+
+Examples
+--------
+>>> try:
+...     raise ConfigError("capacity must be >= 0, got -1: pass a non-negative number")
+... except SpillwayError as e:
+...     print(e)
+capacity must be >= 0, got -1: pass a non-negative number
+"""
+
+from __future__ import annotations
+
+
+class SpillwayError(Exception):
+    """Base class of every error spillway raises on purpose."""
+
+
+class ConfigError(SpillwayError, ValueError):
+    """A configuration value breaks a rule (raised by config ``__post_init__`` and config loaders)."""
+
+
+class UnknownNameError(ConfigError, KeyError):
+    """A name (policy, feed, workload, experiment, query) is not in its registry."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else ""
+
+
+class InputDataError(SpillwayError):
+    """Input data (a replayed file, a config file) cannot be read or parsed."""
+
+
+class ControlChannelError(SpillwayError):
+    """The loopback channel to the NodeController failed (refused, timed out, wrong key)."""

@@ -1,0 +1,60 @@
+"""The Feed interface: deterministic, replayable sources.
+
+A feed is a fixed set of sources. Everything about tuple ``i`` of source ``s`` (its arrival time
+and its payload) is a pure function of the feed's config (seed included), ``s`` and ``i``, so any
+index range can be regenerated on any executor, in any order, any number of times: that is what
+lets the Spark data source record only offsets and still replay a micro-batch exactly.
+
+Time is in seconds since the feed started (float). Every payload has the same two columns so one
+Spark schema serves every workload:
+
+- ``key`` (int64): a group or join key (machine id, route id, scheduling class; 0 when unused);
+- ``value`` (float64): the measured value (CPU %, free memory in KB, fare, packet size, ...).
+
+Examples
+--------
+A subclass needs four methods; :class:`spillway.testing.ListFeed` is the smallest real one.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+import numpy as np
+
+PAYLOAD_COLUMNS: tuple[str, ...] = ("key", "value")
+
+
+class Feed(ABC):
+    """A deterministic set of sources. Subclasses are immutable after construction."""
+
+    name: ClassVar[str] = "feed"
+
+    @property
+    @abstractmethod
+    def n_sources(self) -> int:
+        """Number of sources, numbered ``0 .. n_sources - 1``."""
+
+    @abstractmethod
+    def count(self, t: float) -> np.ndarray:
+        """Tuples of every source that arrived in ``[0, t)``: int64 array (n_sources,).
+
+        Non-decreasing in ``t``; 0 for ``t <= 0``.
+        """
+
+    @abstractmethod
+    def arrival_time(self, source: int, index: np.ndarray) -> np.ndarray:
+        """Arrival time (s) of tuples ``index`` of ``source``: float64, non-decreasing in index."""
+
+    @abstractmethod
+    def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
+        """Payload columns ``key`` (int64) and ``value`` (float64) of tuples ``index``."""
+
+    def event_time(self, source: int, index: np.ndarray) -> np.ndarray:
+        """Event time (s) of tuples; the arrival time unless the feed replays recorded times."""
+        return self.arrival_time(source, index)
+
+    def rejected(self) -> int:
+        """Malformed input rows set aside (replayed files); 0 for generated feeds."""
+        return 0

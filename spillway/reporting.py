@@ -1,0 +1,142 @@
+"""Writing run and experiment outputs: summary.json, CSV tables, PNG plots and report.md.
+
+Every run and experiment writes the same kinds of files through these helpers, so reports look
+alike and nothing is written by hand.
+
+Examples
+--------
+>>> import tempfile, pathlib
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> write_summary(out, {"jain": 0.99}).name
+'summary.json'
+>>> write_csv(out / "points.csv", [{"sic": 0.5, "error": 0.1}]).name
+'points.csv'
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+
+def _plain(x: Any) -> Any:
+    """Turn numpy scalars/arrays and non-finite floats into JSON-safe values."""
+    if isinstance(x, Mapping):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_plain(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return [_plain(v) for v in x.tolist()]
+    if isinstance(x, np.generic):
+        x = x.item()
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def write_summary(out_dir: Path | str, summary: Mapping[str, Any]) -> Path:
+    """Write ``summary.json`` (sorted keys, NaN/inf as null) and return its path."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "summary.json"
+    path.write_text(json.dumps(_plain(summary), indent=2, sort_keys=True) + "\n")
+    return path
+
+
+def write_csv(path: Path | str, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write dict rows to a CSV file (header = keys of the first row, in order)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rows = [dict(_plain(r)) for r in rows]
+    fields: list[str] = []
+    for r in rows:
+        fields.extend(k for k in r if k not in fields)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return path
+
+
+def line_plot(
+    path: Path | str,
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]],
+    *,
+    title: str,
+    xlabel: str,
+    ylabel: str,
+    hlines: Mapping[str, float] | None = None,
+    scatter: bool = False,
+    ylim: tuple[float, float] | None = None,
+) -> Path:
+    """Plot named (x, y) series into a PNG with labelled axes and a legend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    for label, (xs, ys) in series.items():
+        if scatter:
+            ax.scatter(xs, ys, s=12, label=label, alpha=0.8)
+        else:
+            ax.plot(xs, ys, label=label, linewidth=1.4, marker="o" if len(xs) <= 12 else None)
+    for label, y in (hlines or {}).items():
+        ax.axhline(y, linestyle="--", color="grey", linewidth=1, label=label)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if ylim is not None:
+        ax.set_ylim(*ylim)
+    ax.grid(True, alpha=0.3)
+    if series or hlines:
+        ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
+    """A GitHub markdown table of dict rows; floats shown with 4 significant digits.
+
+    >>> print(markdown_table([{"a": 1, "b": 0.123456}]))
+    | a | b |
+    |---|---|
+    | 1 | 0.1235 |
+    """
+    if not rows:
+        return "_(no rows)_"
+    cols = list(columns or rows[0].keys())
+
+    def fmt(v: Any) -> str:
+        if isinstance(v, float | np.floating):
+            return "n/a" if not math.isfinite(float(v)) else f"{float(v):.4g}"
+        return str(v)
+
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def write_report(out_dir: Path | str, title: str, sections: Sequence[tuple[str, str]]) -> Path:
+    """Write ``report.md``: a title, then (heading, markdown body) sections in order.
+
+    Embed a plot in a body with ``![caption](file.png)`` (paths relative to ``out_dir``).
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    parts = [f"# {title}", ""]
+    for heading, body in sections:
+        parts += [f"## {heading}", "", body.strip(), ""]
+    path = out / "report.md"
+    path.write_text("\n".join(parts))
+    return path
