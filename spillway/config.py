@@ -1,0 +1,218 @@
+"""Frozen configs of a spillway node and its queries, and loading them from TOML.
+
+A node hosts logical queries; queries of one kind share one Spark plan (multiplexed by
+``query_id``). The config is a value: validated on construction, round-trips to a dict.
+
+Examples
+--------
+>>> cfg = NodeConfig(queries=(QuerySpec(name="q1", kind="avg", feed="gaussian", rate=400.0),))
+>>> cfg.queries[0].n_sources
+1
+>>> NodeConfig.from_dict(cfg.to_dict()) == cfg
+True
+>>> QuerySpec(name="bad", kind="median", feed="gaussian")
+Traceback (most recent call last):
+...
+spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, max, top5; got 'median'
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from spillway.errors import ConfigError, InputDataError, UnknownNameError
+
+#: Default number of sources per query kind (THEMIS Table 1 and §7: AVG-all fragments have 10
+#: sources, TOP-5 fragments 20 (10 CPU + 10 memory), COV 2).
+DEFAULT_SOURCES: dict[str, int] = {
+    "avg": 1,
+    "max": 1,
+    "count": 1,
+    "avg_all": 10,
+    "top5": 20,
+    "cov": 2,
+}
+
+
+def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        rule = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{name} must be a finite number {rule}, got {value!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class QuerySpec:
+    """One logical query hosted by a node.
+
+    Parameters
+    ----------
+    name : unique name of the query on the node.
+    kind : query shape: ``avg``, ``max``, ``count``, ``avg_all``, ``top5``, ``cov`` (THEMIS
+        Table 1). Queries of one kind share one Spark streaming query.
+    feed : feed name in ``spillway.feeds.FEEDS`` (e.g. ``gaussian``, ``cluster``, ``replay``).
+    feed_options : extra settings passed to the feed (e.g. ``path`` for ``replay``).
+    sources : number of sources; default per kind (:data:`DEFAULT_SOURCES`).
+    rate : tuples per second per source (mean, before the profile shapes it).
+    profile : arrival-rate profile name in ``spillway.feeds.PROFILES`` (``constant``, ``step``,
+        ``bursty``, ``pareto``).
+    profile_options : extra settings of the profile.
+    window_s : length of the query's tumbling window (results every window).
+    latency_target_s : the result latency the user asks for; None means 3 trigger intervals
+        plus the window length.
+    """
+
+    name: str
+    kind: str
+    feed: str
+    feed_options: Mapping[str, Any] = field(default_factory=dict)
+    sources: int | None = None
+    rate: float = 400.0
+    profile: str = "constant"
+    profile_options: Mapping[str, Any] = field(default_factory=dict)
+    window_s: float = 1.0
+    latency_target_s: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not self.name.strip():
+            raise ConfigError(f"query name must be a non-empty string, got {self.name!r}")
+        if self.kind not in DEFAULT_SOURCES:
+            kinds = ", ".join(sorted(DEFAULT_SOURCES))
+            raise UnknownNameError(f"query kind must be one of {kinds}; got {self.kind!r}")
+        if not isinstance(self.feed, str) or not self.feed:
+            raise ConfigError(f"query {self.name!r}: feed must be a feed name, got {self.feed!r}")
+        if self.sources is not None and (
+            not isinstance(self.sources, int) or isinstance(self.sources, bool) or self.sources < 1
+        ):
+            raise ConfigError(
+                f"query {self.name!r}: sources must be an int >= 1, got {self.sources!r}"
+            )
+        _positive(f"query {self.name!r}: rate", self.rate)
+        _positive(f"query {self.name!r}: window_s", self.window_s)
+        if self.latency_target_s is not None:
+            _positive(f"query {self.name!r}: latency_target_s", self.latency_target_s)
+        object.__setattr__(self, "feed_options", dict(self.feed_options))
+        object.__setattr__(self, "profile_options", dict(self.profile_options))
+
+    @property
+    def n_sources(self) -> int:
+        """Number of sources (the explicit value or the kind's default)."""
+        return self.sources if self.sources is not None else DEFAULT_SOURCES[self.kind]
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeConfig:
+    """A spillway node: its queries, shedding policy and timing.
+
+    Parameters
+    ----------
+    queries : the logical queries the node hosts (names unique).
+    policy : policy name in ``spillway.policies.POLICIES``.
+    seed : seed of feeds and policy; the same seed and config give the same decisions.
+    trigger_s : trigger interval = shedding interval (DESIGN §3).
+    stw_s : source time window for SIC (THEMIS §4; 10 s in the paper).
+    overload : when set, the node first measures its capacity and then scales every query's
+        rate so the total arrival rate is ``overload`` times that capacity.
+    calibrate_s : how long the capacity measurement runs when ``overload`` is set.
+    headroom : fraction of each interval the controller may fill (the rest absorbs noise).
+    master : Spark master URL (``local[2]`` or ``spark://127.0.0.1:7077``).
+    checkpoint_dir : where streaming checkpoints go (None: a temporary folder).
+    """
+
+    queries: tuple[QuerySpec, ...]
+    policy: str = "balance-sic"
+    seed: int = 0
+    trigger_s: float = 1.0
+    stw_s: float = 10.0
+    overload: float | None = None
+    calibrate_s: float = 20.0
+    headroom: float = 0.8
+    master: str = "local[2]"
+    checkpoint_dir: str | None = None
+
+    def __post_init__(self) -> None:
+        qs = tuple(self.queries)
+        object.__setattr__(self, "queries", qs)
+        if not qs:
+            raise ConfigError("a node needs at least one query: add a [[query]] table")
+        names = [q.name for q in qs]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"query names must be unique, repeated: {', '.join(dup)}")
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {self.seed!r}")
+        _positive("trigger_s", self.trigger_s)
+        _positive("stw_s", self.stw_s)
+        _positive("calibrate_s", self.calibrate_s)
+        if self.stw_s < self.trigger_s:
+            raise ConfigError(
+                f"stw_s must be >= trigger_s (the STW slides once per trigger), got {self.stw_s}"
+            )
+        if self.overload is not None:
+            _positive("overload", self.overload)
+        if not (0 < self.headroom <= 1):
+            raise ConfigError(f"headroom must be in (0, 1], got {self.headroom!r}")
+        if not isinstance(self.master, str) or not self.master:
+            raise ConfigError(f"master must be a Spark master URL, got {self.master!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (TOML/JSON-ready) that :meth:`from_dict` turns back into this config."""
+        d = asdict(self)
+        d["queries"] = [asdict(q) for q in self.queries]
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> NodeConfig:
+        """Build a config from a dict (as read from TOML); unknown keys are errors."""
+        data = dict(data)
+        queries = data.pop("queries", data.pop("query", None))
+        if not isinstance(queries, list):
+            raise ConfigError("config needs a list of queries ([[query]] tables in TOML)")
+        _reject_unknown("node", data, cls)
+        qs = []
+        for i, q in enumerate(queries):
+            if not isinstance(q, Mapping):
+                raise ConfigError(f"query #{i + 1} must be a table, got {type(q).__name__}")
+            _reject_unknown(f"query #{i + 1}", q, QuerySpec)
+            try:
+                qs.append(QuerySpec(**q))
+            except TypeError as e:  # a missing required key
+                raise ConfigError(f"query #{i + 1}: {e}") from None
+        return cls(queries=tuple(qs), **data)
+
+
+def _reject_unknown(where: str, data: Mapping[str, Any], cls: type) -> None:
+    known = {f.name for f in fields(cls)} - {"queries"}
+    unknown = sorted(set(data) - known)
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown setting(s) {', '.join(unknown)}; known: {', '.join(sorted(known))}"
+        )
+
+
+def load_config(path: str | Path, **overrides: Any) -> NodeConfig:
+    """Read a node config from a TOML file; ``overrides`` (not None) replace top-level keys.
+
+    Raises
+    ------
+    InputDataError
+        The file cannot be read or is not valid TOML.
+    ConfigError
+        A value breaks a rule (the message names it).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputDataError(f"cannot read config file {str(p)!r}: {e.strerror or e}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputDataError(f"config file {str(p)!r} is not valid TOML: {e}") from None
+    data.update({k: v for k, v in overrides.items() if v is not None})
+    return NodeConfig.from_dict(data)

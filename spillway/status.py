@@ -1,0 +1,84 @@
+"""What a running node reports: live snapshots and per-interval records.
+
+The Spark runtime produces these values; the live terminal view and the run report consume them.
+They are plain frozen values with no Spark inside, so views and reports are testable alone.
+
+Examples
+--------
+>>> q = QueryStatus(name="q1", kind="avg", arrival_rate=400.0, kept_fraction=0.5, sic=0.5,
+...                 latency_p95_s=1.2, latency_target_s=4.0, rows_in=4000, rows_kept=2000)
+>>> q.on_target
+True
+>>> snap = NodeSnapshot(t=10.0, capacity_tuples_per_s=800.0, processed_tuples_per_s=790.0,
+...                     jain=1.0, queries=(q,))
+>>> snap.utilisation
+0.9875
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryStatus:
+    """One logical query as the node sees it now (rates over the recent STW).
+
+    ``sic`` is the query's result SIC over the STW (THEMIS Eq. 4); ``kept_fraction`` is admitted /
+    arrived tuples; latencies run from tuple arrival to the result being available.
+    """
+
+    name: str
+    kind: str
+    arrival_rate: float
+    kept_fraction: float
+    sic: float
+    latency_p95_s: float
+    latency_target_s: float
+    rows_in: int
+    rows_kept: int
+
+    @property
+    def on_target(self) -> bool:
+        """Whether the p95 latency meets the target (NaN, i.e. no result yet, does not)."""
+        return math.isfinite(self.latency_p95_s) and self.latency_p95_s <= self.latency_target_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class NodeSnapshot:
+    """The node now: estimated capacity, what it processed, fairness, and every query."""
+
+    t: float
+    capacity_tuples_per_s: float
+    processed_tuples_per_s: float
+    jain: float
+    queries: tuple[QueryStatus, ...] = ()
+    policy: str = ""
+
+    @property
+    def utilisation(self) -> float:
+        """Processed rate over estimated capacity (NaN before the capacity is known)."""
+        if not self.capacity_tuples_per_s > 0:
+            return math.nan
+        return self.processed_tuples_per_s / self.capacity_tuples_per_s
+
+
+@dataclass(frozen=True, kw_only=True)
+class IntervalRecord:
+    """One shedding interval (one micro-batch decision) of the node.
+
+    ``capacity_tuples`` is what the cost model estimated the interval could process;
+    ``processed_tuples`` is what Spark actually processed for that interval's batches;
+    ``batch_s`` is the measured micro-batch duration. Per-query dicts are keyed by query name.
+    """
+
+    t: float
+    capacity_tuples: float
+    arrived_tuples: int
+    admitted_tuples: int
+    processed_tuples: int
+    batch_s: float
+    query_sic: dict[str, float] = field(default_factory=dict)
+    query_kept: dict[str, float] = field(default_factory=dict)
+    query_latency_s: dict[str, float] = field(default_factory=dict)
