@@ -1,1 +1,144 @@
-"""(filled in by the layer's owner)."""
+"""Deterministic, replayable workloads: feeds (what tuples carry) and profiles (when they arrive).
+
+Every feed implements :class:`spillway.feeds.base.Feed`: a fixed set of sources where
+everything about tuple ``i`` of source ``s`` is a pure function of the feed's settings (seed
+included), ``s`` and ``i``, computed vectorised with numpy (no per-row Python). So the Spark data
+source can record only offsets and regenerate any micro-batch exactly, on any executor.
+
+A member of this family must:
+
+- return the same arrays for the same settings, and for any sub-range the slice of the full
+  range (counter-based hashing, :mod:`spillway.feeds.hashing`; never a sequential generator);
+- keep ``count(t)`` integer and non-decreasing, with ``count(arrival_time(i) + ε) > i``;
+- emit the payload columns ``key`` (int64) and ``value`` (float64);
+- raise :class:`~spillway.errors.ConfigError` / :class:`~spillway.errors.UnknownNameError`
+  (settings) or :class:`~spillway.errors.InputDataError` (unreadable input) with one line.
+
+Registries (the names used by ``QuerySpec.feed`` and ``QuerySpec.profile``):
+
+- :data:`FEEDS`: ``gaussian``, ``uniform``, ``exponential``, ``mixed`` (THEMIS synthetic data,
+  mean 50; :mod:`~spillway.feeds.synthetic`), ``cluster`` (CPU and free memory of machines, a
+  stand-in for the PlanetLab CoTop traces; :mod:`~spillway.feeds.cluster`), ``replay`` (a CSV or
+  Parquet file by its timestamps; :mod:`~spillway.feeds.replay`);
+- :data:`PROFILES`: ``constant``, ``step``, ``bursty`` (THEMIS §7.4), ``pareto``
+  (:mod:`~spillway.feeds.profiles`).
+
+To add a generated feed, subclass :class:`~spillway.feeds.generated.GeneratedFeed` in its own
+module and add it to :data:`FEEDS` below; :func:`make_feed` then accepts its name and its own
+keyword options.
+
+Examples
+--------
+>>> f = make_feed("gaussian", n_sources=3, rate=400.0, profile="bursty", seed=7)
+>>> f.n_sources, f.count(0.0).tolist()
+(3, [0, 0, 0])
+>>> make_feed("gausian", n_sources=1, rate=1.0)  # doctest: +ELLIPSIS
+Traceback (most recent call last):
+...
+spillway.errors.UnknownNameError: feed must be one of cluster, ..., uniform; got 'gausian'
+>>> make_feed("gaussian", n_sources=1, rate=1.0, sigma=3)
+Traceback (most recent call last):
+...
+spillway.errors.ConfigError: feed 'gaussian': unknown option(s) sigma; known: mean, std
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from spillway.feeds.base import PAYLOAD_COLUMNS, Feed
+from spillway.feeds.cluster import ClusterFeed
+from spillway.feeds.generated import GeneratedFeed
+from spillway.feeds.options import construct
+from spillway.feeds.profiles import (
+    PROFILES,
+    BurstyProfile,
+    ConstantProfile,
+    ParetoProfile,
+    Profile,
+    StepProfile,
+    make_profile,
+)
+from spillway.feeds.replay import ReplayFeed
+from spillway.feeds.synthetic import ExponentialFeed, GaussianFeed, MixedFeed, UniformFeed
+
+#: Registry of feeds, by the name used in configs (``QuerySpec.feed``).
+FEEDS: dict[str, type[Feed]] = {
+    "gaussian": GaussianFeed,
+    "uniform": UniformFeed,
+    "exponential": ExponentialFeed,
+    "mixed": MixedFeed,
+    "cluster": ClusterFeed,
+    "replay": ReplayFeed,
+}
+
+_FIXED = ("n_sources", "rate", "profile", "profile_options", "seed")
+
+
+def make_feed(
+    name: str,
+    *,
+    n_sources: int,
+    rate: float,
+    profile: str = "constant",
+    profile_options: Mapping[str, Any] | None = None,
+    seed: int = 0,
+    **options: Any,
+) -> Feed:
+    """Build the feed ``name`` of :data:`FEEDS`.
+
+    Parameters
+    ----------
+    name : feed name.
+    n_sources : number of sources.
+    rate : mean tuples per second per source (ignored by ``replay``, which follows its file).
+    profile : arrival-rate profile name in :data:`PROFILES`.
+    profile_options : the profile's own settings (e.g. ``{"fraction": 0.1, "factor": 10}``).
+    seed : seed of the feed's values and arrivals.
+    **options : the feed's own settings (``QuerySpec.feed_options``), e.g. ``std`` for
+        ``gaussian``, ``path`` and ``time_column`` for ``replay``.
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is not a feed, or ``profile`` not a profile.
+    ConfigError
+        An unknown or missing option, or a value that breaks a rule.
+    InputDataError
+        A replayed file cannot be read.
+    """
+    return construct(
+        "feed",
+        FEEDS,
+        name,
+        fixed=_FIXED,
+        n_sources=n_sources,
+        rate=rate,
+        profile=profile,
+        profile_options=dict(profile_options or {}),
+        seed=seed,
+        **options,
+    )
+
+
+__all__ = [
+    "FEEDS",
+    "PAYLOAD_COLUMNS",
+    "PROFILES",
+    "BurstyProfile",
+    "ClusterFeed",
+    "ConstantProfile",
+    "ExponentialFeed",
+    "Feed",
+    "GaussianFeed",
+    "GeneratedFeed",
+    "MixedFeed",
+    "ParetoProfile",
+    "Profile",
+    "ReplayFeed",
+    "StepProfile",
+    "UniformFeed",
+    "make_feed",
+    "make_profile",
+]

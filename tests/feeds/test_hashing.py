@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spillway.errors import ConfigError
+from spillway.feeds import hashing
+
+
+def test_same_coordinates_same_numbers_and_subranges_are_slices():
+    full = hashing.hash64(11, "value", 4, np.arange(10_000))
+    again = hashing.hash64(11, "value", 4, np.arange(10_000))
+    assert np.array_equal(full, again)
+    idx = np.array([9_999, 3, 512, 3])
+    assert np.array_equal(hashing.hash64(11, "value", 4, idx), full[idx])
+
+
+@pytest.mark.parametrize(
+    "other",
+    [(12, "value", 4), (11, "burst", 4), (11, "value", 5)],
+)
+def test_seed_stream_and_source_change_the_numbers(other):
+    a = hashing.hash64(11, "value", 4, np.arange(1000))
+    b = hashing.hash64(*other, np.arange(1000))
+    assert np.mean(a == b) < 0.01
+
+
+def test_broadcasts_sources_against_indices():
+    grid = hashing.uniform(3, "x", np.arange(5)[:, None], np.arange(7)[None, :])
+    assert grid.shape == (5, 7)
+    assert np.array_equal(grid[2], hashing.uniform(3, "x", 2, np.arange(7)))
+
+
+def test_stable_across_processes():
+    # Python's hash() is salted per process; the streams must not be.
+    code = (
+        "import numpy as np; from spillway.feeds import hashing; "
+        "print(hashing.hash64(5, 'value', 2, np.arange(4)).tolist())"
+    )
+    env = dict(os.environ, PYTHONHASHSEED="12345")
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+    )
+    assert out.stdout.strip() == str(hashing.hash64(5, "value", 2, np.arange(4)).tolist())
+
+
+def test_uniform_is_uniform_on_the_open_interval():
+    u = hashing.uniform(1, "u", 0, np.arange(200_000))
+    assert u.min() > 0 and u.max() < 1
+    counts = np.histogram(u, bins=20, range=(0, 1))[0]
+    expected = u.size / 20
+    chi2 = ((counts - expected) ** 2 / expected).sum()
+    assert chi2 < 45  # 19 degrees of freedom: p ≈ 0.001
+
+
+def test_normal_exponential_pareto_moments():
+    idx = np.arange(300_000)
+    z = hashing.normal(2, "z", 1, idx)
+    assert abs(z.mean()) < 0.01 and abs(z.std() - 1) < 0.01
+    assert abs(np.mean(np.abs(z) > 1.96) - 0.05) < 0.003
+    e = hashing.exponential(2, "e", 1, idx)
+    assert abs(e.mean() - 1) < 0.01 and e.min() > 0
+    p = hashing.pareto(2, "p", 1, idx, alpha=2.5, low=1.0)
+    assert abs(p.mean() - 2.5 / 1.5) < 0.02
+    assert abs(np.mean(p > 2.0) - 2.0**-2.5) < 0.005
+
+
+def test_normal_uses_independent_substreams():
+    idx = np.arange(100_000)
+    z = hashing.normal(2, "value", 0, idx)
+    u = hashing.uniform(2, "value", 0, idx)
+    assert abs(np.corrcoef(z, u)[0, 1]) < 0.02
+
+
+def test_errors():
+    with pytest.raises(
+        ConfigError, match=r"pareto needs alpha > 0 and 0 < low < high, got alpha=0"
+    ):
+        hashing.pareto(0, "p", 0, np.arange(3), alpha=0.0)
+    with pytest.raises(ConfigError, match=r"stream must be an int or a str, got float"):
+        hashing.uniform(0, 1.5, 0, np.arange(3))  # type: ignore[arg-type]
