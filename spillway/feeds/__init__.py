@@ -19,7 +19,10 @@ Registries (the names used by ``QuerySpec.feed`` and ``QuerySpec.profile``):
 - :data:`FEEDS`: ``gaussian``, ``uniform``, ``exponential``, ``mixed`` (THEMIS synthetic data,
   mean 50; :mod:`~spillway.feeds.synthetic`), ``cluster`` (CPU and free memory of machines, a
   stand-in for the PlanetLab CoTop traces; :mod:`~spillway.feeds.cluster`), ``replay`` (a CSV or
-  Parquet file by its timestamps; :mod:`~spillway.feeds.replay`);
+  Parquet file by its timestamps; :mod:`~spillway.feeds.replay`); ``taxi``, ``tasks``, ``packets``
+  (drifting stand-ins for the DEBS 2015 taxi rides, Google cluster task events and the DEC packet
+  trace used by CoD; :mod:`~spillway.feeds.taxi`, :mod:`~spillway.feeds.tasks`,
+  :mod:`~spillway.feeds.packets`);
 - :data:`PROFILES`: ``constant``, ``step``, ``bursty`` (THEMIS §7.4), ``pareto``
   (:mod:`~spillway.feeds.profiles`).
 
@@ -60,8 +63,11 @@ from spillway.feeds.profiles import (
     StepProfile,
     make_profile,
 )
+from spillway.feeds.packets import PacketFeed
 from spillway.feeds.replay import ReplayFeed
 from spillway.feeds.synthetic import ExponentialFeed, GaussianFeed, MixedFeed, UniformFeed
+from spillway.feeds.tasks import TaskFeed
+from spillway.feeds.taxi import TaxiFeed
 
 #: Registry of feeds, by the name used in configs (``QuerySpec.feed``).
 FEEDS: dict[str, type[Feed]] = {
@@ -71,6 +77,9 @@ FEEDS: dict[str, type[Feed]] = {
     "mixed": MixedFeed,
     "cluster": ClusterFeed,
     "replay": ReplayFeed,
+    "taxi": TaxiFeed,
+    "tasks": TaskFeed,
+    "packets": PacketFeed,
 }
 
 _FIXED = ("n_sources", "rate", "profile", "profile_options", "seed")

@@ -36,7 +36,7 @@ from spillway.errors import ConfigError
 
 
 def _as(arr: Any, dtype: type, name: str, n: int | None) -> np.ndarray:
-    out = np.ascontiguousarray(arr, dtype=dtype)
+    out: np.ndarray = np.ascontiguousarray(arr, dtype=dtype)
     if out.ndim != 1:
         raise ConfigError(f"Backlog.{name} must be one-dimensional, got shape {out.shape}")
     if n is not None and out.shape[0] != n:

@@ -52,8 +52,8 @@ def test_profile_options_reach_the_profile():
 
 
 def test_errors():
-    with pytest.raises(UnknownNameError, match=r"feed must be one of cluster, .*; got 'taxi'"):
-        make_feed("taxi", n_sources=1, rate=1.0)
+    with pytest.raises(UnknownNameError, match=r"feed must be one of cluster, .*; got 'nyc'"):
+        make_feed("nyc", n_sources=1, rate=1.0)
     with pytest.raises(UnknownNameError, match=r"profile must be one of .*; got 'spiky'"):
         make_feed("gaussian", n_sources=1, rate=1.0, profile="spiky")
     with pytest.raises(ConfigError, match=r"feed 'uniform': unknown option\(s\) std; known: mean"):

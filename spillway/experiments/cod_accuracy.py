@@ -1,0 +1,624 @@
+"""``cod-accuracy``: error of Uniform and CoD shedding against the exact answer (CoD Figs. 9-10).
+
+Setup (CoD §VII-B/C3-C4, scaled; spec C3 CD-2, CD-3, CD-5). Three workloads, each over
+sliding windows and several seeds, shed at every ``b`` by both policies, window by window:
+
+============ ==================== ============================ =============== ===============
+workload     stand-in for         query                        window / slide  tuples / window
+============ ==================== ============================ =============== ===============
+``taxi``     DEBS 2015 (taxi)     mean fare per route          30 / 10 (min→s) ~100K
+``tasks``    GCM task events      mean CPU request per class   60 / 30         ~320K
+``packets``  DEC packet trace     mean packet size (scalar)    45 / 15 s       ~46K
+============ ==================== ============================ =============== ===============
+
+Per window the policy decides from the window's own concept only (CoD never uses history): the
+backlog has one lane per group with the group frequencies as counts (``np.bincount``) and the
+per-group mean/variance as stats; ``decide`` returns keep counts per group; which tuples of a
+group are kept is a uniform random choice (random priorities, the same for every ``b`` so the
+samples are nested). The exact answer is the window with nothing shed. Errors are CoD's:
+relative error (scalar) and the mean over the exact groups of the per-group relative error with a
+missing group counted 100 % (:mod:`spillway.quality.concept`); reported as the mean and the 95th
+percentile over windows, and the mean ± std over seeds.
+
+CoD runs with ``over_budget="keep-all"``, as the paper's "zero missing groups" requires; the
+processed volume this costs beyond ``1 - b`` is measured and reported (``kept_fraction_cod``).
+For comparison the run also evaluates CoD with the capacity-safe default
+(``"smallest-first"``, columns ``*_cod_capped``) and with proportional allocation
+(``*_cod_proportional``).
+
+Examples
+--------
+>>> import tempfile
+>>> tiny = CodAccuracyConfig(seeds=(0,), windows=2, workloads=("packets",), b_values=(0.9,),
+...                          scalar_b_values=(0.9,), packets_window_tuples=4000)
+>>> s = run(tiny, tempfile.mkdtemp())
+>>> [(c["workload"], c["b"], c["missing_groups_cod"]) for c in s["cases"]]
+[('packets', 0.9, 0.0)]
+>>> abs(s["cases"][0]["error_cod"] - s["cases"][0]["error_uniform"]) < 0.05
+True
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spillway.errors import ConfigError, UnknownNameError
+from spillway.feeds.base import Feed
+from spillway.feeds.packets import PacketFeed
+from spillway.feeds.tasks import TaskFeed
+from spillway.feeds.taxi import TaxiFeed
+from spillway.policies.base import Backlog, Policy
+from spillway.policies.cod import CoD
+from spillway.policies.uniform import Uniform
+from spillway.quality.concept import GroupStats, group_stats, grouped_error, relative_error
+from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
+
+NAME = "cod-accuracy"
+DESCRIPTION = "CoD Figs. 9-10: error of uniform vs cod shedding on taxi, tasks and packets"
+
+#: Workload → (query kind, window length in slides). Windows/slides follow CoD §VII-B, with
+#: minutes scaled to seconds for taxi and tasks.
+WORKLOADS: dict[str, tuple[str, int]] = {
+    "taxi": ("grouped", 3),
+    "tasks": ("grouped", 2),
+    "packets": ("scalar", 3),
+}
+#: The policy variants evaluated: name → CoD settings (None = Uniform).
+VARIANTS: dict[str, dict[str, Any] | None] = {
+    "uniform": None,
+    "cod": {"over_budget": "keep-all", "allocation": "equal"},
+    "cod_capped": {"over_budget": "smallest-first", "allocation": "equal"},
+    "cod_proportional": {"over_budget": "keep-all", "allocation": "proportional"},
+}
+#: Calibration settings the sensitivity sweep may vary.
+_SENSITIVE = ("taxi_fare_cv", "taxi_zipf_s", "tasks_zipf_s", "tasks_cpu_cv")
+#: What the paper reported (CoD §VII-C3/C4, text only: the figures' values are not in the seed).
+PAPER = {
+    "packets": "DEC, b = 0.99: Uniform ≈ CoD (CoD degenerates to a uniform sample)",
+    "tasks": "GCM, b = 0.98: Uniform > 40 % avg error, CoD < 10 %, no missing groups",
+    "taxi": "DEBS, b = 0.98: Uniform > 80 %, CoD avg and p95 ≈ 10 %; Fig. 10: Uniform's error "
+    "falls ~linearly with the data processed, CoD at 2 % beats Uniform at 50 %",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CodAccuracyConfig:
+    """Settings of ``cod-accuracy``.
+
+    Parameters
+    ----------
+    seeds : feed and policy seeds (CoD repeats every experiment 5 times, §VII-A).
+    windows : sliding windows evaluated per seed and workload (>= 30 for the paper's claims).
+    workloads : subset of ``taxi``, ``tasks``, ``packets``.
+    b_values : shed fractions for the grouped workloads (CoD Fig. 10).
+    scalar_b_values : shed fractions for ``packets`` (Fig. 9 used 0.99 for DEC).
+    taxi_window_tuples, tasks_window_tuples, packets_window_tuples : mean tuples per window
+        (CoD Table III: ~100K, 320K, 46K).
+    taxi_routes, taxi_zipf_s, taxi_fare_cv : calibration of the DEBS stand-in.
+    tasks_classes, tasks_zipf_s, tasks_cpu_cv : calibration of the GCM stand-in.
+    n_min : CoD's per-group floor.
+    variants : policy variants evaluated (:data:`VARIANTS`; must include uniform and cod).
+    sensitivity : (calibration setting, values) pairs re-run at b = 0.98 with the first seed and
+        ``sensitivity_windows`` windows, to record how the stand-ins' calibration moves the errors.
+
+    >>> CodAccuracyConfig(windows=0)
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: windows must be an int >= 1, got 0
+    """
+
+    seeds: tuple[int, ...] = (0, 1, 2, 3, 4)
+    windows: int = 30
+    workloads: tuple[str, ...] = ("taxi", "tasks", "packets")
+    b_values: tuple[float, ...] = (0.98, 0.90, 0.75, 0.50)
+    scalar_b_values: tuple[float, ...] = (0.99, 0.98, 0.90, 0.75, 0.50)
+    taxi_window_tuples: int = 100_000
+    tasks_window_tuples: int = 320_000
+    packets_window_tuples: int = 46_000
+    taxi_routes: int = 3000
+    taxi_zipf_s: float = 1.2
+    taxi_fare_cv: float = 0.1
+    tasks_classes: int = 40
+    tasks_zipf_s: float = 2.0
+    tasks_cpu_cv: float = 0.25
+    n_min: int = 1
+    variants: tuple[str, ...] = field(default_factory=lambda: tuple(VARIANTS))
+    sensitivity: tuple[tuple[str, tuple[float, ...]], ...] = (
+        ("taxi_fare_cv", (0.05, 0.1, 0.15, 0.25)),
+        ("taxi_zipf_s", (1.0, 1.2, 1.5)),
+        ("tasks_zipf_s", (1.5, 2.0, 2.5, 3.0)),
+    )
+    sensitivity_windows: int = 5
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "seeds", tuple(self.seeds))
+        object.__setattr__(self, "workloads", tuple(self.workloads))
+        object.__setattr__(self, "b_values", tuple(float(b) for b in self.b_values))
+        object.__setattr__(self, "scalar_b_values", tuple(float(b) for b in self.scalar_b_values))
+        object.__setattr__(self, "variants", tuple(self.variants))
+        if not self.seeds or any(not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ConfigError(f"seeds must be non-negative ints (at least one), got {self.seeds!r}")
+        object.__setattr__(
+            self,
+            "sensitivity",
+            tuple((str(k), tuple(float(x) for x in v)) for k, v in self.sensitivity),
+        )
+        for key, _ in self.sensitivity:
+            if key not in _SENSITIVE:
+                raise UnknownNameError(
+                    f"sensitivity setting must be one of {', '.join(_SENSITIVE)}, got {key!r}"
+                )
+        for name in ("windows", "taxi_window_tuples", "tasks_window_tuples",
+                     "packets_window_tuples", "taxi_routes", "tasks_classes", "n_min",
+                     "sensitivity_windows"):  # fmt: skip
+            v = getattr(self, name)
+            if not isinstance(v, int) or isinstance(v, bool) or v < 1:
+                raise ConfigError(f"{name} must be an int >= 1, got {v!r}")
+        for w in self.workloads:
+            if w not in WORKLOADS:
+                raise UnknownNameError(f"workload must be one of {', '.join(WORKLOADS)}, got {w!r}")
+        for v in self.variants:
+            if v not in VARIANTS:
+                raise UnknownNameError(f"variant must be one of {', '.join(VARIANTS)}, got {v!r}")
+        if "uniform" not in self.variants or "cod" not in self.variants:
+            raise ConfigError("variants must include 'uniform' and 'cod' (the compared pair)")
+        for b in self.b_values + self.scalar_b_values:
+            if not 0.0 <= b < 1.0:
+                raise ConfigError(f"every b must be a shed fraction in [0, 1), got {b!r}")
+
+
+def make_config(quick: bool = False, seed: int = 0) -> CodAccuracyConfig:
+    """The full run (30 windows, 5 seeds) or a quick one (10 windows, 2 seeds), seeds from ``seed``.
+
+    >>> make_config(quick=True, seed=3).seeds
+    (3, 4)
+    """
+    if quick:
+        return CodAccuracyConfig(seeds=(seed, seed + 1), windows=10)
+    return CodAccuracyConfig(seeds=tuple(seed + i for i in range(5)))
+
+
+# ---------------------------------------------------------------------------- data
+def _feed(cfg: CodAccuracyConfig, workload: str, seed: int) -> tuple[Feed, float, float]:
+    """The workload's feed, its window length and slide (s)."""
+    if workload == "taxi":
+        win, slide = 30.0, 10.0
+        return (
+            TaxiFeed(
+                n_sources=1, rate=cfg.taxi_window_tuples / win, seed=seed, epoch_s=slide,
+                n_routes=cfg.taxi_routes, zipf_s=cfg.taxi_zipf_s, fare_cv=cfg.taxi_fare_cv,
+            ),
+            win, slide,
+        )  # fmt: skip
+    if workload == "tasks":
+        win, slide = 60.0, 30.0
+        return (
+            TaskFeed(
+                n_sources=1, rate=cfg.tasks_window_tuples / win, seed=seed, epoch_s=slide,
+                n_classes=cfg.tasks_classes, zipf_s=cfg.tasks_zipf_s, cpu_cv=cfg.tasks_cpu_cv,
+            ),
+            win, slide,
+        )  # fmt: skip
+    win, slide = 45.0, 15.0
+    return (
+        PacketFeed(n_sources=1, rate=cfg.packets_window_tuples / win, seed=seed, epoch_s=slide),
+        win,
+        slide,
+    )
+
+
+def _policy(variant: str, kind: str, b: float, seed: int, n_min: int) -> Policy:
+    opts = VARIANTS[variant]
+    if opts is None:
+        return Uniform(b=b, seed=seed)
+    return CoD(kind=kind, b=b, seed=seed, n_min=n_min, **opts)
+
+
+def _window_backlog(stats: GroupStats) -> Backlog:
+    """One query, one lane per group: counts = group frequencies, stats = the group moments."""
+    g = stats.n_groups
+    n = max(int(stats.count.sum()), 1)
+    return Backlog(
+        lane_query=np.zeros(g, np.int64),
+        lane_source=np.zeros(g, np.int64),
+        count=stats.count,
+        tuple_sic=np.full(g, 1.0 / n),
+        query_sic=np.zeros(1),
+        lane_group=stats.keys,
+        stats={"mean": stats.mean, "var": stats.var},
+    )
+
+
+def evaluate_window(
+    keys: np.ndarray,
+    values: np.ndarray,
+    kind: str,
+    policies: dict[tuple[str, float], Policy],
+    rng: np.random.Generator,
+) -> list[dict[str, Any]]:
+    """Shed one window with every (variant, b) policy and measure the error against exact.
+
+    Parameters
+    ----------
+    keys, values : the window's tuples.
+    kind : ``"grouped"`` or ``"scalar"``.
+    policies : (variant, b) → policy (b is in the policy's config).
+    rng : draws the random priorities that pick which tuples of a group are kept.
+
+    Returns
+    -------
+    list of dict
+        One row per (variant, b): ``variant``, ``b``, ``error``, ``missing``, ``n_groups``,
+        ``kept_fraction``.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> k = np.repeat(np.arange(50), 20); v = np.full(1000, 3.0)
+    >>> pol = {("cod", 0.9): CoD(kind="grouped", b=0.9), ("uniform", 0.9): Uniform(b=0.9)}
+    >>> rows = evaluate_window(k, v, "grouped", pol, rng)
+    >>> [(r["variant"], r["error"], r["missing"], r["kept_fraction"]) for r in rows][0]
+    ('cod', 0.0, 0, 0.1)
+    """
+    n = keys.shape[0]
+    rows: list[dict[str, Any]] = []
+    if kind == "scalar":
+        exact = float(values.mean())
+        perm = rng.permutation(n)
+        prefix = np.concatenate(([0.0], np.cumsum(values[perm])))
+        one = np.zeros(1, np.int64)
+        bl = Backlog(
+            lane_query=one, lane_source=one, count=np.array([n]), tuple_sic=np.array([1.0 / n]),
+            query_sic=np.zeros(1),
+            stats={"mean": np.array([exact]), "var": np.array([float(values.var())])},
+        )  # fmt: skip
+        for (variant, b), pol in policies.items():
+            k = int(pol.decide(bl, (1.0 - b) * n).keep.sum())
+            est = prefix[k] / k if k else None
+            rows.append(
+                {"variant": variant, "b": b, "error": relative_error(exact, est),
+                 "missing": int(k == 0), "n_groups": 1, "kept_fraction": k / n}
+            )  # fmt: skip
+        return rows
+    st = group_stats(keys, values)
+    bl = _window_backlog(st)
+    prio: np.ndarray = rng.random((n,))
+    order = np.lexsort((prio, st.inverse))
+    g_sorted = st.inverse[order]
+    v_sorted = values[order]
+    start = np.concatenate(([0], np.cumsum(st.count)[:-1]))
+    rank = np.arange(n) - start[g_sorted]  # position of each tuple within its group
+    for (variant, b), pol in policies.items():
+        keep = pol.decide(bl, (1.0 - b) * n).keep
+        mask = rank < keep[g_sorted]
+        cnt = np.bincount(g_sorted[mask], minlength=st.n_groups)
+        tot = np.bincount(g_sorted[mask], weights=v_sorted[mask], minlength=st.n_groups)
+        have = cnt > 0
+        err = grouped_error(st, st.keys[have], tot[have] / cnt[have])
+        rows.append(
+            {"variant": variant, "b": b, "error": err.mean, "missing": err.missing,
+             "n_groups": err.n_groups, "kept_fraction": float(keep.sum()) / n}
+        )  # fmt: skip
+    return rows
+
+
+def _points(cfg: CodAccuracyConfig, workload: str, seed: int) -> list[dict[str, Any]]:
+    kind, slides = WORKLOADS[workload]
+    feed, win, slide = _feed(cfg, workload, seed)
+    horizon = (cfg.windows - 1) * slide + win
+    n = int(feed.count(horizon)[0])
+    idx = np.arange(n)
+    t = feed.arrival_time(0, idx)
+    p = feed.payload(0, idx)
+    bs = cfg.scalar_b_values if kind == "scalar" else cfg.b_values
+    policies: dict[tuple[str, float], Policy] = {}
+    for j, variant in enumerate(cfg.variants):
+        if kind == "scalar" and variant not in ("uniform", "cod"):
+            continue  # the group variants are the same as cod on a scalar window
+        for i, b in enumerate(bs):
+            policies[(variant, b)] = _policy(variant, kind, b, seed * 1000 + 10 * j + i, cfg.n_min)
+    rng = np.random.default_rng([seed, 7])
+    out = []
+    for w in range(cfg.windows):
+        lo, hi = np.searchsorted(t, [w * slide, w * slide + win])
+        rows = evaluate_window(p["key"][lo:hi], p["value"][lo:hi], kind, policies, rng)
+        for r in rows:
+            out.append(
+                {"workload": workload, "seed": seed, "window": w, "tuples": int(hi - lo), **r}
+            )
+    return out
+
+
+# ---------------------------------------------------------------------------- aggregation
+def _cases(points: list[dict[str, Any]], cfg: CodAccuracyConfig) -> list[dict[str, Any]]:
+    cases = []
+    for workload in cfg.workloads:
+        kind = WORKLOADS[workload][0]
+        bs = cfg.scalar_b_values if kind == "scalar" else cfg.b_values
+        for b in bs:
+            case: dict[str, Any] = {"workload": workload, "b": b, "kind": kind}
+            for variant in cfg.variants:
+                rows = [
+                    r for r in points
+                    if r["workload"] == workload and r["b"] == b and r["variant"] == variant
+                ]  # fmt: skip
+                if not rows:
+                    continue
+                err = np.array([r["error"] for r in rows])
+                per_seed = [
+                    np.mean([r["error"] for r in rows if r["seed"] == s]) for s in cfg.seeds
+                ]
+                case[f"error_{variant}"] = float(err.mean())
+                case[f"error_{variant}_p95"] = float(np.percentile(err, 95))
+                case[f"error_{variant}_seed_std"] = float(np.std(per_seed))
+                case[f"missing_groups_{variant}"] = float(np.mean([r["missing"] for r in rows]))
+                case[f"kept_fraction_{variant}"] = float(
+                    np.mean([r["kept_fraction"] for r in rows])
+                )
+                case["groups_per_window"] = float(np.mean([r["n_groups"] for r in rows]))
+                case["windows"] = len({(r["seed"], r["window"]) for r in rows})
+            cases.append(case)
+    return cases
+
+
+def _checks(cases: list[dict[str, Any]]) -> dict[str, bool]:
+    """The issue's "must show" criteria, evaluated on this run's numbers."""
+    out: dict[str, bool] = {}
+    for c in cases:
+        w, b = c["workload"], c["b"]
+        if c["kind"] == "grouped" and b == 0.98:
+            out[f"{w}_b0.98_error_cod_le_0.10"] = c["error_cod"] <= 0.10
+            out[f"{w}_b0.98_error_uniform_ge_4x_cod"] = c["error_uniform"] >= 4 * c["error_cod"]
+            out[f"{w}_b0.98_missing_groups_cod_zero"] = c["missing_groups_cod"] == 0
+        if c["kind"] == "scalar":
+            out[f"{w}_b{b}_abs_diff_le_0.02"] = abs(c["error_cod"] - c["error_uniform"]) <= 0.02
+    taxi = {c["b"]: c for c in cases if c["workload"] == "taxi"}
+    if 0.98 in taxi and 0.5 in taxi:
+        out["taxi_cod_b0.98_below_uniform_b0.50"] = (
+            taxi[0.98]["error_cod"] < taxi[0.5]["error_uniform"]
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------- run
+def run(config: CodAccuracyConfig, out_dir: str | Path) -> dict[str, Any]:
+    """Run the experiment and write summary.json, points.csv, cases.csv, PNG plots, report.md.
+
+    Returns the summary (also written to ``summary.json``).
+    """
+    if not isinstance(config, CodAccuracyConfig):
+        raise ConfigError(f"cod-accuracy needs a CodAccuracyConfig, got {type(config).__name__}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    points: list[dict[str, Any]] = []
+    for workload in config.workloads:
+        for seed in config.seeds:
+            points += _points(config, workload, seed)
+    cases = _cases(points, config)
+    checks = _checks(cases)
+    sensitivity = _sensitivity(config)
+    elapsed = time.perf_counter() - t0
+    write_csv(out / "points.csv", points)
+    write_csv(out / "cases.csv", cases)
+    if sensitivity:
+        write_csv(out / "sensitivity.csv", sensitivity)
+    plots = _plots(out, cases, points, config)
+    summary = {
+        "experiment": NAME,
+        "config": asdict(config),
+        "cases": cases,
+        "sensitivity": sensitivity,
+        "checks": checks,
+        "all_checks_pass": bool(checks) and all(checks.values()),
+        "elapsed_s": elapsed,
+    }
+    write_summary(out, summary)
+    _report(out, config, cases, checks, plots, elapsed, sensitivity)
+    return summary
+
+
+def _sensitivity(cfg: CodAccuracyConfig) -> list[dict[str, Any]]:
+    """Uniform and CoD at b = 0.98 while one calibration setting moves (first seed only)."""
+    rows = []
+    for key, values in cfg.sensitivity:
+        workload = key.split("_", 1)[0]
+        if workload not in cfg.workloads:
+            continue
+        for value in values:
+            changes: dict[str, Any] = {
+                key: value, "seeds": cfg.seeds[:1], "windows": cfg.sensitivity_windows,
+                "b_values": (0.98,), "variants": ("uniform", "cod"), "sensitivity": (),
+            }  # fmt: skip
+            c = replace(cfg, **changes)
+            pts = _points(c, workload, c.seeds[0])
+            row: dict[str, Any] = {"workload": workload, "setting": key, "value": value, "b": 0.98}
+            for v in ("uniform", "cod"):
+                rs = [r for r in pts if r["variant"] == v]
+                row[f"error_{v}"] = float(np.mean([r["error"] for r in rs]))
+                row[f"missing_groups_{v}"] = float(np.mean([r["missing"] for r in rs]))
+                row[f"kept_fraction_{v}"] = float(np.mean([r["kept_fraction"] for r in rs]))
+            row["groups_per_window"] = float(np.mean([r["n_groups"] for r in pts]))
+            rows.append(row)
+    return rows
+
+
+def _plots(
+    out: Path, cases: list[dict[str, Any]], points: list[dict[str, Any]], cfg: CodAccuracyConfig
+) -> list[tuple[str, str]]:
+    plots = []
+    labels = {
+        "uniform": "Uniform",
+        "cod": "CoD (keep-all groups)",
+        "cod_capped": "CoD (hard budget, smallest-first)",
+        "cod_proportional": "CoD (proportional allocation)",
+    }
+    for workload in cfg.workloads:
+        cs = sorted((c for c in cases if c["workload"] == workload), key=lambda c: -c["b"])
+        series = {
+            labels[v]: (
+                [100.0 * c[f"kept_fraction_{v}"] for c in cs],
+                [c[f"error_{v}"] for c in cs],
+            )
+            for v in cfg.variants
+            if f"error_{v}" in cs[0]
+        }
+        name = f"error_vs_processed_{workload}.png"
+        line_plot(
+            out / name, series,
+            title=f"{workload}: mean error vs data processed (CoD Fig. 10 shape)",
+            xlabel="data processed (% of the window, measured)",
+            ylabel="average relative error over windows",
+        )  # fmt: skip
+        plots.append((name, f"{workload}: error against the measured processed volume"))
+        if WORKLOADS[workload][0] == "grouped":
+            series = {
+                labels[v]: ([c["b"] for c in cs], [c[f"missing_groups_{v}"] for c in cs])
+                for v in cfg.variants
+                if f"missing_groups_{v}" in cs[0]
+            }
+            name = f"missing_groups_{workload}.png"
+            line_plot(
+                out / name, series, title=f"{workload}: groups missing from the result",
+                xlabel="shed fraction b", ylabel="missing groups per window (mean)",
+            )  # fmt: skip
+            plots.append((name, f"{workload}: missing groups per window"))
+    if "taxi" in cfg.workloads:
+        s0 = cfg.seeds[0]
+        series = {}
+        for v in ("uniform", "cod"):
+            rows = [
+                r for r in points
+                if r["workload"] == "taxi" and r["seed"] == s0 and r["variant"] == v
+                and r["b"] == max(cfg.b_values)
+            ]  # fmt: skip
+            series[labels[v]] = ([r["window"] for r in rows], [r["error"] for r in rows])
+        name = "taxi_error_per_window.png"
+        line_plot(
+            out / name, series,
+            title=f"taxi, b = {max(cfg.b_values)}: error of every window (seed {s0})",
+            xlabel="window", ylabel="mean per-group relative error", ylim=(0.0, 1.0),
+        )  # fmt: skip
+        plots.append((name, "taxi: error window by window under drift"))
+    return plots
+
+
+def _report(
+    out: Path,
+    cfg: CodAccuracyConfig,
+    cases: list[dict[str, Any]],
+    checks: dict[str, bool],
+    plots: list[tuple[str, str]],
+    elapsed: float,
+    sensitivity: list[dict[str, Any]],
+) -> None:
+    cols = ["workload", "b", "groups_per_window", "error_uniform", "error_cod",
+            "error_uniform_p95", "error_cod_p95", "missing_groups_uniform", "missing_groups_cod",
+            "kept_fraction_uniform", "kept_fraction_cod"]  # fmt: skip
+    extra = ["workload", "b", "error_cod_capped", "missing_groups_cod_capped",
+             "kept_fraction_cod_capped", "error_cod_proportional",
+             "error_uniform_seed_std", "error_cod_seed_std"]  # fmt: skip
+    grouped_98 = [c for c in cases if c["kind"] == "grouped" and c["b"] == 0.98]
+    overrun = ", ".join(
+        f"{c['workload']}: {100 * c['kept_fraction_cod']:.2f} % kept vs "
+        f"{100 * c['kept_fraction_uniform']:.2f} % for Uniform "
+        f"({c['groups_per_window']:.0f} groups per window)"
+        for c in grouped_98
+    )
+    setup = f"""
+Stand-in data (no real DEBS/GCM/DEC offline; all synthetic, deterministic, seeded):
+`taxi` = {cfg.taxi_routes} ordinary routes + 100 premium-pool routes, Zipf s = {cfg.taxi_zipf_s}
+popularity drifting every slide, per-route fare CV = {cfg.taxi_fare_cv}, ~{cfg.taxi_window_tuples}
+tuples per 30/10 window; `tasks` = {cfg.tasks_classes} task classes, Zipf s = {cfg.tasks_zipf_s},
+drifting mix, CPU-request CV = {cfg.tasks_cpu_cv} within a class, ~{cfg.tasks_window_tuples} tuples
+per 60/30 window; `packets` = bimodal packet sizes with a drifting mean, ~{cfg.packets_window_tuples}
+tuples per 45/15 window. {cfg.windows} windows × {len(cfg.seeds)} seeds {list(cfg.seeds)} per
+workload; run time {elapsed:.1f} s.
+
+Per window, every policy decides from that window's concept only (group frequencies by
+`np.bincount`, per-group mean/variance) and the kept tuples of a group are a uniform random choice.
+Exact = the window with nothing shed. Error = CoD §VII-C3 (missing group = 100 %, clipped to 1).
+`cod` = CoD with `over_budget="keep-all"` (every group keeps >= 1 tuple even past the budget),
+`allocation="equal"` (water-filling, n_g = min(f_g, K)); see `spillway.policies.cod`.
+"""
+    paper = "\n".join(f"- **{w}**: {PAPER[w]}" for w in cfg.workloads)
+    honest = f"""
+- **Processed volume.** CoD's "zero missing groups" at b = 0.98 costs more than 2 % of the
+  data whenever a window holds more groups than the budget: measured {overrun or "n/a"}. The paper
+  does not say how it handled this (spec B2.6); Fig. 10's x-axis here is the *measured* volume.
+  With a hard budget (`cod_capped`, the policy's default for a node with fixed capacity) CoD
+  keeps exactly (1 − b) and drops the largest groups' floors first — see the extra table.
+- **Calibration (spec CD-2).** The grouped errors depend on the stand-ins' per-group spread and
+  tail: taxi fare CV = {cfg.taxi_fare_cv} (a route's fares follow its distance), so a 1-tuple
+  estimate has ~{0.8 * cfg.taxi_fare_cv:.2f} error; the long Zipf tail makes many routes appear
+  only a few times per window, which Uniform loses. These are chosen to resemble DEBS/GCM, not
+  fitted to the paper's numbers; other tails and spreads give other levels: CoD stays below
+  Uniform in every setting measured, but the size of the gap depends on how many groups are
+  rare and how spread a group's values are (see the calibration sensitivity table).
+- **GCM** has 4 scheduling classes in reality; with so few groups Uniform would rarely miss one,
+  so `tasks` uses {cfg.tasks_classes} finer classes (spec B3.2).
+- **Scalar.** CoD's scalar rule (equal relative standard error across queries, from μ and σ²)
+  gives exactly the uniform volume for a single query, so both errors match, as the paper found.
+- **Not reproduced:** Storm, the 5-node AWS cluster, real datasets, absolute figure values (the
+  seed text has none); sliding windows are evaluated per window in numpy, not on Spark.
+"""
+    by = {(c["workload"], c["b"]): c for c in cases}
+    volume = ""
+    if ("taxi", 0.98) in by and ("taxi", 0.5) in by:
+        lo, hi = by[("taxi", 0.98)], by[("taxi", 0.5)]
+        volume = (
+            f"\n- **Data volume (Fig. 10).** On taxi, CoD at b = 0.98 processed "
+            f"{100 * lo['kept_fraction_cod']:.2f} % of the data with error {lo['error_cod']:.3f}; "
+            f"Uniform at b = 0.50 processed {100 * hi['kept_fraction_uniform']:.1f} % with error "
+            f"{hi['error_uniform']:.3f}: CoD used "
+            f"{hi['kept_fraction_uniform'] / lo['kept_fraction_cod']:.0f}× less data for a lower "
+            f"error (the paper: 25× less, since its CoD is quoted at 2 %)."
+        )
+    skew = [r for r in sensitivity if r["setting"] == "tasks_zipf_s"]
+    if ("tasks", 0.98) in by and skew:
+        t = by[("tasks", 0.98)]
+        pts = "; ".join(
+            f"s = {r['value']:g}: Uniform {r['error_uniform']:.3f}, CoD {r['error_cod']:.3f}"
+            for r in skew
+        )
+        volume += (
+            f"\n- **tasks vs GCM.** At the default skew (Zipf s = {cfg.tasks_zipf_s:g}) Uniform's "
+            f"error at b = 0.98 is {t['error_uniform']:.3f}, well below the paper's > 40 %: few of "
+            f"the {cfg.tasks_classes} classes are rare enough to be lost. The paper's level needs "
+            f"a heavier tail ({pts}); the default is not tuned to the paper's number."
+        )
+    honest = honest.rstrip() + volume
+    check_lines = "\n".join(f"- {'PASS' if ok else 'FAIL'} `{k}`" for k, ok in checks.items())
+    figs = "\n\n".join(f"![{cap}]({name})" for name, cap in plots)
+    write_report(
+        out,
+        "cod-accuracy: Uniform vs CoD error (CoD Figs. 9-10)",
+        [
+            ("Setup", setup),
+            ("What the paper reported", paper),
+            ("What this run measured", markdown_table(cases, cols)),
+            ("More variants and spread over seeds", markdown_table(cases, extra)),
+            ("Checks (the issue's must-show criteria)", check_lines or "_(none apply)_"),
+            (
+                f"Calibration sensitivity (b = 0.98, seed {cfg.seeds[0]}, "
+                f"{cfg.sensitivity_windows} windows; defaults in the setup)",
+                markdown_table(sensitivity) if sensitivity else "_(not run)_",
+            ),
+            ("Plots", figs),
+            ("Honest notes", honest),
+        ],
+    )
+
+
+def with_overrides(config: CodAccuracyConfig, **changes: Any) -> CodAccuracyConfig:
+    """A copy of ``config`` with some settings changed (validated again).
+
+    >>> with_overrides(make_config(quick=True), windows=3).windows
+    3
+    """
+    return replace(config, **changes)
