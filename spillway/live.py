@@ -1,0 +1,220 @@
+"""The live terminal view of a running node: a pure renderer and a writer that redraws in place.
+
+:func:`render` turns a :class:`~spillway.status.NodeSnapshot` into a block of text that fits a
+terminal width: a header (policy, elapsed time), the node line (estimated capacity, processed
+rate, utilisation, Jain's index over query SIC) and one row per query (kind, arrival rate, kept
+share, result SIC, p95 latency against its target, ``MISS`` when the target is missed).
+:class:`LiveWriter` redraws that block in place with ANSI cursor movement (no curses) when the
+output is a terminal, and falls back to one plain line every few seconds otherwise (logs, CI).
+
+Examples
+--------
+>>> from spillway.status import NodeSnapshot, QueryStatus
+>>> q = QueryStatus(name="avg-gaussian", kind="avg", arrival_rate=1200.0, kept_fraction=0.25,
+...                 sic=0.25, latency_p95_s=1.5, latency_target_s=4.0, rows_in=4, rows_kept=1)
+>>> snap = NodeSnapshot(t=30.0, capacity_tuples_per_s=400.0, processed_tuples_per_s=300.0,
+...                     jain=1.0, queries=(q,), policy="balance-sic")
+>>> print(render(snap, 80, duration_s=120))  # doctest: +NORMALIZE_WHITESPACE
+spillway  policy balance-sic  elapsed 30 / 120 s  [#####---------------]
+node  capacity 400 t/s  processed 300 t/s  utilisation 75%  Jain 1.000
+query         kind    rate t/s  kept %    SIC  p95 s  target
+avg-gaussian  avg        1,200    25.0  0.250   1.50    4.00
+all 1 queries meet their latency target
+>>> plain_line(snap, duration_s=120)
+'t=30s/120s policy=balance-sic capacity=400/s processed=300/s util=75% jain=1.000 kept=25.0% latency_misses=0/1'
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import sys
+from typing import TextIO
+
+from spillway.status import NodeSnapshot, QueryStatus
+
+#: ANSI: move the cursor to the start of the line ``n`` lines up, and clear to the end of screen.
+_UP = "\x1b[{n}F"
+_CLEAR_DOWN = "\x1b[J"
+
+_HEADER_LINES = 4  # title, node line(s), column header
+_MIN_NAME = 6
+
+
+def _num(x: float) -> str:
+    """A compact count or rate: ``1,234``, ``12.3k``, ``4.5M``; ``-`` when unknown."""
+    if not math.isfinite(x):
+        return "-"
+    a = abs(x)
+    if a >= 1e6:
+        return f"{x / 1e6:.1f}M"
+    if a >= 1e5:
+        return f"{x / 1e3:.0f}k"
+    if a >= 1e4:
+        return f"{x / 1e3:.1f}k"
+    return f"{x:,.0f}"
+
+
+def _fixed(x: float, digits: int) -> str:
+    return f"{x:.{digits}f}" if math.isfinite(x) else "-"
+
+
+def _pct(x: float, digits: int = 0) -> str:
+    return f"{100 * x:.{digits}f}%" if math.isfinite(x) else "-"
+
+
+def _bar(done: float, width: int = 20) -> str:
+    done = min(max(done, 0.0), 1.0) if math.isfinite(done) else 0.0
+    n = round(done * width)
+    return "[" + "#" * n + "-" * (width - n) + "]"
+
+
+def _elapsed(t: float, duration_s: float | None) -> str:
+    if duration_s is None or not duration_s > 0:
+        return f"elapsed {t:.0f} s"
+    return f"elapsed {t:.0f} / {duration_s:.0f} s  {_bar(t / duration_s)}"
+
+
+def _query_row(q: QueryStatus, name_w: int) -> str:
+    name = q.name if len(q.name) <= name_w else q.name[: name_w - 1] + "~"
+    row = (
+        f"{name:<{name_w}}  {q.kind:<7} {_num(q.arrival_rate):>8}  "
+        f"{_fixed(100 * q.kept_fraction, 1):>6}  {_fixed(q.sic, 3):>5}  "
+        f"{_fixed(q.latency_p95_s, 2):>5}  {_fixed(q.latency_target_s, 2):>6}"
+    )
+    if not q.on_target:
+        row += "  MISS" if math.isfinite(q.latency_p95_s) else "  (no result yet)"
+    return row
+
+
+def render(
+    snapshot: NodeSnapshot,
+    width: int = 100,
+    *,
+    duration_s: float | None = None,
+    max_rows: int | None = None,
+) -> str:
+    """The live view of ``snapshot`` as text, every line at most ``width`` characters.
+
+    Parameters
+    ----------
+    snapshot : the node now.
+    width : terminal width in characters; longer lines are cut (a wrapped line would break the
+        in-place redraw).
+    duration_s : planned run length, for the elapsed/duration part of the header.
+    max_rows : at most this many query rows (the rest are summarised in one line), so the view
+        fits the terminal height; None shows every query.
+
+    Returns
+    -------
+    str
+        Lines separated by ``\\n``, no trailing newline.
+    """
+    width = max(int(width), 20)
+    s = snapshot
+    rates = (
+        f"capacity {_num(s.capacity_tuples_per_s)} t/s  "
+        f"processed {_num(s.processed_tuples_per_s)} t/s"
+    )
+    shares = f"utilisation {_pct(s.utilisation)}  Jain {_fixed(s.jain, 3)}"
+    node = [f"node  {rates}  {shares}"]
+    if len(node[0]) > width:  # narrow terminal: two lines rather than a cut
+        node = [f"node  {rates}", f"      {shares}"]
+    lines = [f"spillway  policy {s.policy or '?'}  {_elapsed(s.t, duration_s)}", *node]
+    longest = max((len(q.name) for q in s.queries), default=_MIN_NAME)
+    fixed_w = 56  # every column after the name, MISS mark included
+    name_w = max(_MIN_NAME, min(longest, width - fixed_w), len("query"))
+    lines.append(
+        f"{'query':<{name_w}}  {'kind':<7} {'rate t/s':>8}  {'kept %':>6}  {'SIC':>5}  "
+        f"{'p95 s':>5}  {'target':>6}"
+    )
+    shown = s.queries if max_rows is None else s.queries[: max(max_rows, 0)]
+    lines += [_query_row(q, name_w) for q in shown]
+    hidden = len(s.queries) - len(shown)
+    misses = sum(not q.on_target for q in s.queries)
+    if hidden:
+        lines.append(f"... {hidden} more queries not shown (enlarge the terminal)")
+    if misses:
+        lines.append(f"{misses} of {len(s.queries)} queries miss their latency target")
+    else:
+        lines.append(f"all {len(s.queries)} queries meet their latency target")
+    return "\n".join(line[:width].rstrip() for line in lines)
+
+
+def plain_line(snapshot: NodeSnapshot, *, duration_s: float | None = None) -> str:
+    """One log line summarising ``snapshot`` (the view when the output is not a terminal).
+
+    ``kept`` is the node-wide kept share: admitted over arrived rows of every query.
+    """
+    s = snapshot
+    rows_in = sum(q.rows_in for q in s.queries)
+    kept = sum(q.rows_kept for q in s.queries) / rows_in if rows_in > 0 else math.nan
+    misses = sum(not q.on_target for q in s.queries)
+    t = f"t={s.t:.0f}s" + (f"/{duration_s:.0f}s" if duration_s else "")
+    return (
+        f"{t} policy={s.policy or '?'} capacity={_num(s.capacity_tuples_per_s)}/s "
+        f"processed={_num(s.processed_tuples_per_s)}/s util={_pct(s.utilisation)} "
+        f"jain={_fixed(s.jain, 3)} kept={_pct(kept, 1)} latency_misses={misses}/{len(s.queries)}"
+    )
+
+
+class LiveWriter:
+    """Shows snapshots on a stream: redrawn in place on a terminal, plain lines otherwise.
+
+    Parameters
+    ----------
+    stream : where to write (default ``sys.stdout``).
+    duration_s : planned run length, shown beside the elapsed time.
+    live : redraw in place; None means "when ``stream`` is a terminal".
+    every_s : in plain mode, at most one line per this many seconds of node time.
+
+    Examples
+    --------
+    >>> import io
+    >>> from spillway.status import NodeSnapshot
+    >>> out = io.StringIO()
+    >>> w = LiveWriter(out, duration_s=10, live=False, every_s=5)
+    >>> for t in range(0, 11):
+    ...     w.update(NodeSnapshot(t=float(t), capacity_tuples_per_s=10.0,
+    ...                           processed_tuples_per_s=10.0, jain=1.0))
+    >>> len(out.getvalue().splitlines())
+    3
+    """
+
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        *,
+        duration_s: float | None = None,
+        live: bool | None = None,
+        every_s: float = 5.0,
+    ) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.duration_s = duration_s
+        isatty = getattr(self.stream, "isatty", None)
+        self.live = bool(isatty and isatty()) if live is None else live
+        self.every_s = every_s
+        self._drawn = 0  # lines of the block currently on screen
+        self._last_plain: float | None = None
+
+    def update(self, snapshot: NodeSnapshot) -> None:
+        """Show ``snapshot`` (pass this method as the node's ``on_tick``)."""
+        if self.live:
+            size = shutil.get_terminal_size()
+            rows = max(size.lines - _HEADER_LINES - 3, 1)  # 2 summary lines + the prompt
+            text = render(snapshot, size.columns - 1, duration_s=self.duration_s, max_rows=rows)
+            prefix = _UP.format(n=self._drawn) if self._drawn else ""
+            self.stream.write(prefix + _CLEAR_DOWN + text + "\n")
+            self._drawn = text.count("\n") + 1
+        else:
+            if self._last_plain is not None and snapshot.t - self._last_plain < self.every_s:
+                return
+            self._last_plain = snapshot.t
+            self.stream.write(plain_line(snapshot, duration_s=self.duration_s) + "\n")
+        self.stream.flush()
+
+    def note(self, message: str) -> None:
+        """Print a message below the view (the next redraw starts under it)."""
+        self.stream.write(message + "\n")
+        self.stream.flush()
+        self._drawn = 0

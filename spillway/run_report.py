@@ -1,0 +1,541 @@
+"""The report of one ``spillway run``: summary.json, CSV tables, PNG plots and report.md.
+
+Everything is computed from what the node recorded: its per-interval history
+(:class:`~spillway.status.IntervalRecord`), its final :class:`~spillway.status.NodeSnapshot` and
+its result rows (``Node.results()``). Nothing is typed in by hand.
+
+Definitions used throughout:
+
+- *steady part*: the intervals from one source time window (``stw_s``) after the first interval
+  on, because a query's SIC (THEMIS Eq. 4) sums results over one STW and is still filling before
+  that. Runs shorter than that use every interval.
+- *capacity* and *processed* rates: sums over the steady part divided by the time it spans (an
+  interval spans from the previous interval's time to its own; the first one ``trigger_s``);
+  *utilisation* = processed / estimated capacity, their ratio.
+- *Jain's index* (THEMIS §7.2): ``(sum x)^2 / (n sum x^2)`` over the queries' SIC values;
+  ``jain`` is taken over each query's mean SIC of the steady part, ``jain_interval_mean`` is the
+  mean of the per-interval index.
+- *kept share*: a query's admitted / arrived tuples per interval, averaged over the steady
+  part; ``rows_in`` and ``rows_kept`` are the final snapshot's counts (the last STW).
+- *latency*: from a window's last input arrival to its result (DESIGN §3), per result window,
+  p95 over the windows that end in the steady part; the target is the query's
+  ``latency_target_s`` or, by default, 3 trigger intervals plus the window length
+  (``latency_bound_s`` is that bound for the longest window). Window times are counted from
+  the first result window of the run, which starts at feed time 0; a window belongs to the
+  first interval at or after its end.
+
+Examples
+--------
+>>> import tempfile, pathlib, json
+>>> from spillway.config import NodeConfig, QuerySpec
+>>> from spillway.status import IntervalRecord, NodeSnapshot
+>>> cfg = NodeConfig(queries=(QuerySpec(name="q1", kind="avg", feed="gaussian"),), stw_s=2.0)
+>>> hist = [IntervalRecord(t=float(t), capacity_tuples=100.0, arrived_tuples=300,
+...                        admitted_tuples=100, processed_tuples=90, batch_s=0.5,
+...                        query_sic={"q1": 0.3}, query_kept={"q1": 1 / 3},
+...                        query_latency_s={"q1": 1.5}) for t in range(1, 11)]
+>>> snap = NodeSnapshot(t=10.0, capacity_tuples_per_s=100.0, processed_tuples_per_s=90.0,
+...                     jain=1.0, policy="balance-sic")
+>>> out = pathlib.Path(tempfile.mkdtemp())
+>>> write_run_report(out, config=cfg, history=hist, snapshot=snap, duration_s=10).name
+'report.md'
+>>> s = json.loads((out / "summary.json").read_text())
+>>> s["utilisation"], s["capacity_tuples_per_s"], s["latency_bound_s"]
+(0.9, 100.0, 4.0)
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spillway.config import NodeConfig, QuerySpec
+from spillway.quality.metrics import jain_index
+from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
+from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
+
+#: Trigger intervals a result may take beyond its window before it counts as late (DESIGN §3).
+LATENCY_TRIGGERS = 3
+
+
+def finite_jain(values: Sequence[float] | np.ndarray) -> float:
+    """Jain's index (:func:`spillway.quality.metrics.jain_index`) over the finite ``values``.
+
+    Queries without a SIC value yet (NaN) are left out; NaN when none has one.
+
+    >>> finite_jain([0.5, 0.5, float("nan")]), finite_jain([1.0, 0.0])
+    (1.0, 0.5)
+    """
+    x = np.asarray(values, dtype=np.float64)
+    return float(jain_index(x[np.isfinite(x)]))
+
+
+def latency_target(q: QuerySpec, trigger_s: float) -> float:
+    """The query's latency target: its own, or 3 trigger intervals plus its window (DESIGN §3).
+
+    >>> latency_target(QuerySpec(name="q", kind="avg", feed="gaussian", window_s=2.0), 1.0)
+    5.0
+    """
+    if q.latency_target_s is not None:
+        return float(q.latency_target_s)
+    return LATENCY_TRIGGERS * trigger_s + q.window_s
+
+
+def _mean(xs: Sequence[float] | np.ndarray) -> float:
+    a = np.asarray(xs, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(a.mean()) if a.size else math.nan
+
+
+def _p95(xs: Sequence[float] | np.ndarray) -> float:
+    a = np.asarray(xs, dtype=np.float64)
+    a = a[np.isfinite(a)]
+    return float(np.percentile(a, 95)) if a.size else math.nan
+
+
+def _ratio(num: float, den: float) -> float:
+    return num / den if den > 0 else math.nan
+
+
+def interval_rows(
+    history: Sequence[IntervalRecord], names: Sequence[str], trigger_s: float
+) -> list[dict[str, Any]]:
+    """One dict per interval: node counts, rates per second, and Jain over the queries' SIC."""
+    rows = []
+    prev_t: float | None = None
+    for r in history:
+        dt = trigger_s if prev_t is None or r.t <= prev_t else r.t - prev_t
+        prev_t = r.t
+        rows.append(
+            {
+                "t_s": r.t,
+                "span_s": dt,
+                "capacity_tuples": r.capacity_tuples,
+                "arrived_tuples": r.arrived_tuples,
+                "admitted_tuples": r.admitted_tuples,
+                "processed_tuples": r.processed_tuples,
+                "batch_s": r.batch_s,
+                "capacity_tuples_per_s": r.capacity_tuples / dt,
+                "processed_tuples_per_s": r.processed_tuples / dt,
+                "overloaded": r.arrived_tuples > r.capacity_tuples,
+                "jain": finite_jain([r.query_sic.get(n, math.nan) for n in names]),
+            }
+        )
+    return rows
+
+
+def finished_intervals(history: Sequence[IntervalRecord]) -> int:
+    """How many leading intervals finished: the trailing ones that admitted tuples but whose
+    micro-batch never completed (nothing processed, no batch time: the node stopped during
+    it) are left out of the rates.
+
+    >>> from spillway.status import IntervalRecord as R
+    >>> rec = lambda p, b: R(t=1.0, capacity_tuples=9.0, arrived_tuples=9, admitted_tuples=9,
+    ...                      processed_tuples=p, batch_s=b)
+    >>> finished_intervals([rec(9, 0.5), rec(0, 0.0), rec(0, 0.0)])
+    1
+    """
+    n = len(history)
+    while n and history[n - 1].processed_tuples == 0 and history[n - 1].batch_s == 0:
+        n -= 1
+    return n
+
+
+def result_windows(results: pd.DataFrame | None, config: NodeConfig) -> pd.DataFrame:
+    """One row per (query, window) of ``results``: when it ended, its SIC and its latency.
+
+    Columns ``query``, ``window_start``, ``t_end_s`` (window end, seconds from the first result
+    window), ``sic`` (result SIC of the window: summed over its rows, e.g. the 5 of a TOP-5),
+    ``latency_s`` (the window's latency) and ``rows`` (result rows).
+    """
+    cols = ["query", "window_start", "t_end_s", "sic", "latency_s", "rows"]
+    if results is None or len(results) == 0:
+        return pd.DataFrame(columns=cols)
+    g = results.groupby(["query", "window_start"], sort=True)
+    w = g.agg(sic=("sic", "sum"), latency_s=("latency_s", "max"), rows=("sic", "size"))
+    w = w.reset_index()
+    length = {q.name: q.window_s for q in config.queries}
+    start = (w["window_start"] - w["window_start"].min()) / pd.Timedelta(seconds=1)
+    w["t_end_s"] = start.to_numpy(dtype=np.float64) + w["query"].map(length).to_numpy(dtype=float)
+    return w[cols]
+
+
+def interval_latency(
+    history: Sequence[IntervalRecord], windows: pd.DataFrame, name: str
+) -> list[float]:
+    """Latency of query ``name`` per interval: the interval record's value when the node gave
+    one, else the worst latency of the result windows that ended in that interval."""
+    recorded = [r.query_latency_s.get(name, math.nan) for r in history]
+    if any(math.isfinite(x) for x in recorded) or not len(windows):
+        return recorded
+    w = windows[windows["query"] == name]
+    t = np.array([r.t for r in history], dtype=np.float64)
+    idx = np.searchsorted(t, w["t_end_s"].to_numpy(dtype=np.float64) - 1e-9, side="left")
+    out = [math.nan] * len(history)
+    for i, lat in zip(idx, w["latency_s"].to_numpy(dtype=np.float64), strict=True):
+        if i < len(out) and math.isfinite(lat):
+            out[i] = lat if not math.isfinite(out[i]) else max(out[i], lat)
+    return out
+
+
+def summarise_run(
+    *,
+    config: NodeConfig,
+    history: Sequence[IntervalRecord],
+    snapshot: NodeSnapshot,
+    results: pd.DataFrame | None = None,
+    duration_s: float,
+    interrupted: bool = False,
+) -> dict[str, Any]:
+    """The numbers of a run, as written to ``summary.json`` (definitions in the module doc).
+
+    Parameters
+    ----------
+    config : the node config the run used.
+    history : the node's interval records, in time order.
+    snapshot : the node's final snapshot.
+    results : the node's result rows (``query``, ``window_start``, ``sic``, ``latency_s``, ...);
+        None or empty: latencies come from the interval records instead.
+    duration_s : the run length asked for.
+    interrupted : the run was stopped early (Ctrl-C).
+    """
+    names = [q.name for q in config.queries]
+    ivs = interval_rows(history, names, config.trigger_s)
+    done = finished_intervals(history)
+    t0 = history[0].t if history else 0.0
+    steady = [i for i in range(done) if history[i].t - t0 >= config.stw_s]
+    if not steady:
+        steady = list(range(done))
+    steady_from = history[steady[0]].t if steady else math.nan
+    sel = [ivs[i] for i in steady]
+    span = sum(r["span_s"] for r in sel)
+    cap = sum(r["capacity_tuples"] for r in sel)
+    proc = sum(r["processed_tuples"] for r in sel)
+    over = [r for r in sel if r["overloaded"] and r["capacity_tuples"] > 0]
+    cap_err = [
+        abs(r["processed_tuples"] - r["capacity_tuples"]) / r["capacity_tuples"] for r in over
+    ]
+
+    status: dict[str, QueryStatus] = {q.name: q for q in snapshot.queries}
+    windows = result_windows(results, config)
+    hs = [history[i] for i in steady]
+    queries: list[dict[str, Any]] = []
+    for q in config.queries:
+        sic = [r.query_sic.get(q.name, math.nan) for r in hs]
+        st = status.get(q.name)
+        rows_in = st.rows_in if st else 0
+        rows_kept = st.rows_kept if st else 0
+        kept = _mean([r.query_kept.get(q.name, math.nan) for r in hs])
+        if not math.isfinite(kept):
+            kept = _ratio(rows_kept, rows_in)
+        w = windows[windows["query"] == q.name]
+        if len(w):
+            lat = w["latency_s"]
+            if math.isfinite(steady_from) and (w["t_end_s"] >= steady_from - 1e-9).any():
+                lat = lat[w["t_end_s"] >= steady_from - 1e-9]
+            p95 = _p95(lat.to_numpy(dtype=np.float64))
+        else:
+            p95 = _p95([r.query_latency_s.get(q.name, math.nan) for r in hs])
+        target = latency_target(q, config.trigger_s)
+        queries.append(
+            {
+                "name": q.name,
+                "kind": q.kind,
+                "feed": q.feed,
+                "sources": q.n_sources,
+                "arrival_rate_tuples_per_s": st.arrival_rate if st else math.nan,
+                "sic_mean": _mean(sic),
+                "sic_std": float(np.nanstd(sic)) if np.isfinite(sic).any() else math.nan,
+                "kept_fraction": kept,
+                "latency_p95_s": p95,
+                "latency_target_s": target,
+                "on_target": bool(math.isfinite(p95) and p95 <= target),
+                "rows_in": rows_in,
+                "rows_kept": rows_kept,
+                "windows": int(len(w)),
+            }
+        )
+    p95s = [q["latency_p95_s"] for q in queries if math.isfinite(q["latency_p95_s"])]
+    return {
+        "policy": config.policy,
+        "seed": config.seed,
+        "master": config.master,
+        "duration_s": float(duration_s),
+        "elapsed_s": snapshot.t,
+        "interrupted": interrupted,
+        "intervals": len(history),
+        "unfinished_intervals": len(history) - done,
+        "steady_from_s": steady_from,
+        "jain": finite_jain([q["sic_mean"] for q in queries]),
+        "jain_interval_mean": _mean([r["jain"] for r in sel]),
+        "sic_mean": _mean([q["sic_mean"] for q in queries]),
+        "capacity_tuples_per_s": _ratio(cap, span),
+        "processed_tuples_per_s": _ratio(proc, span),
+        "arrived_tuples_per_s": _ratio(sum(r["arrived_tuples"] for r in sel), span),
+        "admitted_tuples_per_s": _ratio(sum(r["admitted_tuples"] for r in sel), span),
+        "utilisation": _ratio(proc, cap),
+        "overloaded_intervals": len(over),
+        "utilisation_overloaded": _ratio(
+            sum(r["processed_tuples"] for r in over), sum(r["capacity_tuples"] for r in over)
+        ),
+        "capacity_error_mean": _mean(cap_err),
+        "latency_bound_s": LATENCY_TRIGGERS * config.trigger_s
+        + max(q.window_s for q in config.queries),
+        "latency_p95_max_s": max(p95s) if p95s else math.nan,
+        "latency_misses": [q["name"] for q in queries if not q["on_target"]],
+        "queries": queries,
+        "final_snapshot": {
+            "t": snapshot.t,
+            "capacity_tuples_per_s": snapshot.capacity_tuples_per_s,
+            "processed_tuples_per_s": snapshot.processed_tuples_per_s,
+            "jain": snapshot.jain,
+        },
+        "config": config.to_dict(),
+    }
+
+
+def _file_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "query"
+
+
+def _per_query_series(
+    history: Sequence[IntervalRecord], names: Sequence[str], attr: str, scale: float = 1.0
+) -> dict[str, tuple[list[float], list[float]]]:
+    t = [r.t for r in history]
+    return {n: (t, [getattr(r, attr).get(n, math.nan) * scale for r in history]) for n in names}
+
+
+def _latency_series(
+    history: Sequence[IntervalRecord], windows: pd.DataFrame, names: Sequence[str]
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Per query: latency of every result window at its end time, else per interval."""
+    if not len(windows):
+        return _per_query_series(history, names, "query_latency_s")
+    out = {}
+    for n in names:
+        w = windows[windows["query"] == n]
+        out[n] = (w["t_end_s"].tolist(), w["latency_s"].astype(float).tolist())
+    return out
+
+
+def _plots(
+    out: Path,
+    config: NodeConfig,
+    history: Sequence[IntervalRecord],
+    ivs: list[dict[str, Any]],
+    windows: pd.DataFrame,
+) -> dict[str, str]:
+    names = [q.name for q in config.queries]
+    t = [r["t_s"] for r in ivs]
+    targets: dict[float, list[str]] = {}
+    for q in config.queries:
+        targets.setdefault(latency_target(q, config.trigger_s), []).append(q.name)
+    hlines = {
+        (
+            f"target {v:g} s"
+            if len(targets) == 1
+            else f"target {v:g} s ({', '.join(ns[:3])}{', ...' if len(ns) > 3 else ''})"
+        ): v
+        for v, ns in targets.items()
+    }
+    made = {
+        "sic.png": line_plot(
+            out / "sic.png",
+            _per_query_series(history, names, "query_sic"),
+            title="Result SIC per query (THEMIS Eq. 4, over the STW)",
+            xlabel="time (s)",
+            ylabel="SIC",
+        ),
+        "kept.png": line_plot(
+            out / "kept.png",
+            _per_query_series(history, names, "query_kept", 100.0),
+            title="Kept share of arrived tuples per query",
+            xlabel="time (s)",
+            ylabel="kept (%)",
+            ylim=(0.0, 105.0),
+        ),
+        "latency.png": line_plot(
+            out / "latency.png",
+            _latency_series(history, windows, names),
+            title="Result latency per query (from a window's last arrival to its result)",
+            xlabel="time (s)",
+            ylabel="latency (s)",
+            hlines=hlines,
+        ),
+        "jain.png": line_plot(
+            out / "jain.png",
+            {"Jain over query SIC": (t, [r["jain"] for r in ivs])},
+            title="Fairness: Jain's index over the queries' SIC",
+            xlabel="time (s)",
+            ylabel="Jain's index",
+            ylim=(0.0, 1.05),
+        ),
+        "capacity.png": line_plot(
+            out / "capacity.png",
+            {
+                "arrived": (t, [r["arrived_tuples"] for r in ivs]),
+                "admitted": (t, [r["admitted_tuples"] for r in ivs]),
+                "estimated capacity": (t, [r["capacity_tuples"] for r in ivs]),
+                "processed": (t, [r["processed_tuples"] for r in ivs]),
+            },
+            title="Estimated capacity beside tuples actually processed, per interval",
+            xlabel="time (s)",
+            ylabel="tuples per interval",
+        ),
+    }
+    return {k: v.name for k, v in made.items()}
+
+
+def _fmt(x: Any, unit: str = "", digits: int = 4) -> str:
+    if isinstance(x, float) and not math.isfinite(x):
+        return "n/a"
+    if isinstance(x, float):
+        return f"{x:,.{digits}g}{unit}" if abs(x) < 10**digits else f"{x:,.0f}{unit}"
+    return f"{x}{unit}"
+
+
+def _report_sections(
+    s: Mapping[str, Any], config: NodeConfig, plots: Mapping[str, str], files: Sequence[str]
+) -> list[tuple[str, str]]:
+    over = (
+        f"the node first measured its capacity for {config.calibrate_s:g} s, then scaled every "
+        f"query's rate so the total arrival rate was {config.overload:g}x that capacity"
+        if config.overload is not None
+        else "query rates as configured (no overload scaling)"
+    )
+    n_open = s["unfinished_intervals"]
+    unfinished = (
+        f" ({n_open} last interval(s) left out: their micro-batch had not finished at the stop)"
+        if n_open
+        else ""
+    )
+    stopped = " The run was interrupted (Ctrl-C); the numbers cover what ran." * s["interrupted"]
+    setup = (
+        f"Policy `{s['policy']}` on Spark master `{s['master']}`, seed {s['seed']}, trigger "
+        f"(shedding) interval {config.trigger_s:g} s, source time window {config.stw_s:g} s, "
+        f"headroom {config.headroom:g}; {over}. Asked for {s['duration_s']:g} s, ran "
+        f"{_fmt(s['elapsed_s'], ' s')} over {s['intervals']} intervals; steady part from "
+        f"t = {_fmt(s['steady_from_s'], ' s')}{unfinished}.{stopped}\n\n"
+        + markdown_table(
+            [
+                {
+                    "query": q.name,
+                    "kind": q.kind,
+                    "feed": q.feed,
+                    "sources": q.n_sources,
+                    "rate per source (t/s)": q.rate,
+                    "profile": q.profile,
+                    "window (s)": q.window_s,
+                    "latency target (s)": latency_target(q, config.trigger_s),
+                }
+                for q in config.queries
+            ]
+        )
+    )
+    misses = s["latency_misses"]
+    headline = markdown_table(
+        [
+            {"measure": m, "value": _fmt(s[k]) if k else str(len(misses))}
+            for m, k in (
+                ("Jain's index over mean query SIC", "jain"),
+                ("mean query SIC", "sic_mean"),
+                ("estimated capacity (tuples/s)", "capacity_tuples_per_s"),
+                ("processed (tuples/s)", "processed_tuples_per_s"),
+                ("arrived (tuples/s)", "arrived_tuples_per_s"),
+                ("utilisation (processed / capacity)", "utilisation"),
+                ("latency bound (s)", "latency_bound_s"),
+                ("worst p95 latency (s)", "latency_p95_max_s"),
+                ("queries missing their target", ""),
+            )
+        ]
+    ) + (f"\n\nMissed latency targets: {', '.join(misses)}." if misses else "")
+    qtable = markdown_table(
+        [{k: _fmt(v) for k, v in q.items() if k not in ("feed", "sources")} for q in s["queries"]]
+    )
+    capacity = (
+        f"Over the steady part the cost model estimated {_fmt(s['capacity_tuples_per_s'])} "
+        f"tuples/s and the node processed {_fmt(s['processed_tuples_per_s'])} tuples/s "
+        f"(utilisation {_fmt(s['utilisation'])}). In the {s['overloaded_intervals']} overloaded "
+        f"intervals (more arrived than the estimate) processed / estimated = "
+        f"{_fmt(s['utilisation_overloaded'])}, mean |processed - estimated| / estimated = "
+        f"{_fmt(s['capacity_error_mean'])}.\n\n"
+        f"![estimated capacity and processed tuples per interval]({plots['capacity.png']})"
+    )
+    over_time = "\n\n".join(
+        f"![{cap}]({plots[f]})"
+        for f, cap in (
+            ("sic.png", "result SIC per query"),
+            ("kept.png", "kept share per query"),
+            ("latency.png", "latency per query against its target"),
+            ("jain.png", "Jain's index over time"),
+        )
+    )
+    return [
+        ("Setup", setup),
+        ("Headline", headline),
+        ("Queries", qtable),
+        ("Estimated capacity against what was processed", capacity),
+        ("Over time", over_time),
+        ("Files", "\n".join(f"- `{f}`" for f in files)),
+    ]
+
+
+def write_run_report(
+    out_dir: Path | str,
+    *,
+    config: NodeConfig,
+    history: Sequence[IntervalRecord],
+    snapshot: NodeSnapshot,
+    results: pd.DataFrame | None = None,
+    duration_s: float,
+    interrupted: bool = False,
+) -> Path:
+    """Write the report folder of a run and return the path of its ``report.md``.
+
+    Files: ``summary.json`` (:func:`summarise_run`), ``intervals.csv`` (one row per interval),
+    ``queries/<name>.csv`` (per interval: SIC, kept share and latency of that query, see
+    :func:`interval_latency`),
+    ``results.csv`` (every result row, when there are results), the PNG plots ``sic``,
+    ``kept``, ``latency``, ``jain`` and ``capacity``, and ``report.md`` embedding them.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary = summarise_run(
+        config=config,
+        history=history,
+        snapshot=snapshot,
+        results=results,
+        duration_s=duration_s,
+        interrupted=interrupted,
+    )
+    files = [write_summary(out, summary).name]
+    names = [q.name for q in config.queries]
+    ivs = interval_rows(history, names, config.trigger_s)
+    files.append(write_csv(out / "intervals.csv", ivs).name)
+    windows = result_windows(results, config)
+    for n in names:
+        lat = interval_latency(history, windows, n)
+        rows = [
+            {
+                "t_s": r.t,
+                "sic": r.query_sic.get(n, math.nan),
+                "kept_fraction": r.query_kept.get(n, math.nan),
+                "latency_s": lat[i],
+            }
+            for i, r in enumerate(history)
+        ]
+        path = write_csv(out / "queries" / f"{_file_name(n)}.csv", rows)
+        files.append(f"queries/{path.name}")
+    if results is not None and len(results):
+        results.to_csv(out / "results.csv", index=False)
+        files.append("results.csv")
+    plots = _plots(out, config, history, ivs, windows)
+    files += list(plots.values())
+    title = f"spillway run: {config.policy}, {len(config.queries)} queries"
+    return write_report(out, title, _report_sections(summary, config, plots, files + ["report.md"]))
