@@ -1,0 +1,875 @@
+"""NodeController: one joint shedding decision per interval over every plan of the node.
+
+The controller lives in the driver. The spillway sources of the node's Spark plans reach it over
+the loopback channel (:mod:`spillway.spark.channel`); the progress listener feeds it measured
+batches (:mod:`spillway.spark.listener`). It holds, per plan (one Spark streaming query per
+query kind, multiplexing all logical queries of that kind), the plan's lanes (query, source),
+the feeds, and per lane the index up to which tuples have been decided (admitted or shed).
+
+One decision per interval boundary, for ALL plans
+--------------------------------------------------
+Interval boundaries are multiples of the trigger interval in feed time (seconds since the node's
+epoch). When a plan's source asks for its next offset and a new boundary ``k`` is due, the
+controller decides for every plan at once (THEMIS's node-level shedder over the whole input
+buffer):
+
+1. per plan, the batch end ``t_end = floor(k·trigger / window) · window`` (batches hold whole
+   windows, SPARK.md), and per lane the tuples arrived by then (``feed.count``);
+2. backlog per lane = arrived by ``t_end`` − decided;
+3. tuple SIC per lane from a :class:`~spillway.quality.StwCounter` pushed with every slide's
+   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);
+4. capacity: a fixed number of tuples per interval when configured, else the node budget of
+   executor time (:func:`spillway.control.node_budget`: ``headroom · interval − Σ overheads`` of
+   the plans that run) with each lane costing its plan's fitted per-tuple time; the overload
+   detector (:func:`spillway.control.detect`) decides whether to shed at all;
+5. the query SIC base (below) and the policy's ``decide(backlog, capacity)``; the policy's RNG
+   is re-seeded from ``(seed, k)`` first, so a decision is a pure function of the state and the
+   input (replays and logical-clock runs give identical decisions);
+6. every lane is now decided up to its ``t_end``; each plan gets a *segment* (boundary, end
+   indices, keep counts, SIC) appended to its pending list.
+
+A plan's source gets its pending segments merged into one offset: end indices of the last,
+keep counts summed (they cover consecutive ranges), SIC keep-weighted (so the SIC the batch
+carries equals the SIC admitted). Segments stay pending until the plan's next request (or its
+``commit``) shows Spark processed them, so a request repeated after a crash gets the same
+answer. One plan asking first therefore cannot take the whole budget: the budget was divided
+over all plans' backlogs when the decision was made, and each plan receives its share.
+
+Query SIC base (THEMIS §6 local projection), precisely
+-------------------------------------------------------
+``local_q`` = SIC the node admitted for query ``q`` in decisions over the last STW
+``[τ − STW, τ)`` (a :class:`~spillway.quality.QuerySicLedger` of admissions, extrapolated for
+young queries like Eq. 4). Without a coordinator the base is ``local_q``. With one, the base is
+corrected by the measured result SIC ``r_q`` (Eq. 4 over the STW, from processed batches):
+``base_q = local_q + (r_q − local_q^processed) = r_q + inflight_q``, where ``inflight_q`` is the
+SIC admitted in segments Spark has not processed yet (pending). The correction replaces the
+node's own bookkeeping by what the results really carried (windows that lost SIC, other nodes'
+fragments of a federated query) and keeps what only the node knows yet: its own admissions in
+flight (THEMIS's "subtract the queued batches, add back what is kept").
+
+Restarts
+--------
+Every ``latest`` request carries Spark's current position (the start offset). A controller that
+restarted (a new driver resuming from checkpoints) re-syncs to it: the lanes count as decided up
+to the offset's ends, the offset's epoch and boundary are adopted, and no decision is made until
+every plan has reported its position (a plan not heard from would count tuples already decided
+as backlog). Segments handed out but not yet processed are kept, so Spark re-asking after a
+crash gets the same offset; an offset already in Spark's log is replayed by Spark itself.
+:meth:`NodeController.pause` makes every later request return its start (no new data), which
+lets the batches in flight finish before the queries stop.
+
+Clocks
+------
+``wall`` (default): feed time = clock() − epoch; the boundary due is ``floor(feed time /
+trigger)``; one decision covers all boundaries passed since the previous one (capacity of one
+interval: the budget is per interval, so a node that fell behind catches up by shedding).
+``logical``: every decision advances feed time by exactly one trigger interval, whatever the
+wall clock says: deterministic runs and replay comparisons. The epoch is fixed when first
+needed (the first request) unless given.
+
+What is recorded
+----------------
+Per decision an :class:`~spillway.status.IntervalRecord`: the capacity in tuples (a fixed one,
+or the budget divided by the backlog's mean per-tuple cost), the tuples decided and admitted,
+per query the projected SIC after the decision (base + gain) and the kept share; the listener
+adds the rows Spark processed and the batch duration to the record of the boundary the batch's
+offset ends at (a merged batch counts at its last boundary).
+
+Examples
+--------
+>>> from spillway.testing import ListFeed
+>>> from spillway.policies.base import admit_all, Policy
+>>> class KeepAll(Policy):
+...     def decide(self, backlog, capacity):
+...         return admit_all(backlog)
+>>> feed = ListFeed(times=[[0.1, 0.5, 1.5, 2.5]], values=[[1.0, 2.0, 3.0, 4.0]])
+>>> plan = PlanSpec(name="avg", kind="avg", window_s=1.0,
+...                 queries=(PlanQuery(query_id=0, name="q", feed=feed),))
+>>> c = NodeController(ControllerConfig(clock="logical", stw_s=2.0), [plan], KeepAll(),
+...                    epoch_s=0.0)
+>>> start = c.initial_offset("avg")
+>>> off = c.latest_offset("avg", start)
+>>> off["end"], off["keep"], off["t_us"]
+([2], [2], 1000000)
+>>> c.latest_offset("avg", off)["end"]
+[3]
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from spillway.control import (
+    CostModelConfig,
+    CostModelState,
+    OverloadConfig,
+    OverloadDecision,
+    detect,
+    estimate,
+    initial_state,
+    node_budget,
+    observe,
+)
+from spillway.errors import ConfigError, InputDataError, UnknownNameError
+from spillway.feeds.base import Feed
+from spillway.policies.base import Admission, Backlog, Policy, admit_all
+from spillway.quality import QuerySicLedger, StwConfig, StwCounter
+from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset
+from spillway.status import IntervalRecord
+
+CLOCKS = ("wall", "logical")
+
+#: The cost model the controller uses by default: two warm-up batches ignored, because the first
+#: micro-batch of a streaming query with data also starts the executors' Python workers and
+#: generates code (measured here: 7 s for a batch that takes 1.5 s later), and one such outlier
+#: as the first fitted point drags the overhead estimate for many batches.
+DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanQuery:
+    """One logical query of a plan: its node-wide id, name and feed.
+
+    ``spec`` tells executors how to rebuild the feed (default: the feed object pickled).
+    """
+
+    query_id: int
+    name: str
+    feed: Feed
+    spec: FeedSpec | None = None
+
+    @property
+    def feed_spec(self) -> FeedSpec:
+        """The spec shipped to executors."""
+        return self.spec if self.spec is not None else FeedSpec.of(self.feed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanSpec:
+    """A Spark plan of the node: one query kind (and window), many logical queries.
+
+    Parameters
+    ----------
+    name : the plan's name (also the streaming query's name suffix and the source's ``plan``).
+    kind : query kind (``spark.queries.QUERIES`` key).
+    window_s : tumbling window of the plan's queries; batches end on its multiples.
+    queries : the plan's logical queries.
+    """
+
+    name: str
+    kind: str
+    window_s: float
+    queries: tuple[PlanQuery, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "queries", tuple(self.queries))
+        if not self.queries:
+            raise ConfigError(f"plan {self.name!r} needs at least one query")
+        if not (isinstance(self.window_s, int | float) and self.window_s > 0):
+            raise ConfigError(f"plan {self.name!r}: window_s must be > 0, got {self.window_s!r}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControllerConfig:
+    """Settings of the node controller.
+
+    Parameters
+    ----------
+    trigger_s : shedding interval = trigger interval (s).
+    stw_s : source time window (s), a whole multiple of ``trigger_s`` (it slides per interval).
+    headroom : fraction of each interval the admitted work may fill.
+    seed : seed of keep selection and of the policy's per-decision RNG.
+    clock : ``"wall"`` or ``"logical"`` (see the module docstring).
+    capacity_tuples : a fixed capacity in tuples per interval (the cost models are then only
+        recorded, not used); None: capacity from the cost models.
+    cost_model : settings of every plan's cost model.
+    overload : settings of the overload detector.
+    history : number of interval records kept.
+    """
+
+    trigger_s: float = 1.0
+    stw_s: float = 10.0
+    headroom: float = 0.8
+    seed: int = 0
+    clock: str = "wall"
+    capacity_tuples: float | None = None
+    cost_model: CostModelConfig = field(default_factory=lambda: DEFAULT_COST_MODEL)
+    overload: OverloadConfig = field(default_factory=OverloadConfig)
+    history: int = 100_000
+
+    def __post_init__(self) -> None:
+        for name in ("trigger_s", "stw_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
+                raise ConfigError(f"{name} must be a number > 0, got {v!r}")
+        if round(self.trigger_s * 1e6) < 1:
+            raise ConfigError(f"trigger_s must be >= 1 microsecond, got {self.trigger_s!r}")
+        StwConfig(stw_s=self.stw_s, slide_s=self.trigger_s)  # validates the multiple
+        if not 0 < self.headroom <= 1:
+            raise ConfigError(f"headroom must be in (0, 1], got {self.headroom!r}")
+        if self.clock not in CLOCKS:
+            raise UnknownNameError(f"clock must be one of {', '.join(CLOCKS)}; got {self.clock!r}")
+        if self.capacity_tuples is not None and not (
+            isinstance(self.capacity_tuples, int | float) and self.capacity_tuples >= 0
+        ):
+            raise ConfigError(
+                f"capacity_tuples must be a number >= 0 or None, got {self.capacity_tuples!r}"
+            )
+        if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
+            raise ConfigError(f"seed must be a non-negative int, got {self.seed!r}")
+
+    @property
+    def trigger_us(self) -> int:
+        """The interval in microseconds."""
+        return int(round(self.trigger_s * 1e6))
+
+
+@dataclass
+class _Segment:
+    boundary: int
+    t_us: int
+    end: np.ndarray
+    keep: np.ndarray
+    sic: np.ndarray
+
+
+@dataclass
+class _PlanState:
+    spec: PlanSpec
+    index: int
+    lanes: np.ndarray  # node-wide lane indices of this plan
+    window_us: int
+    desc: PlanDescription
+    cost: CostModelState
+    acked_b: int = 0
+    acked_t_us: int = 0
+    acked_end: np.ndarray | None = None
+    pending: list[_Segment] = field(default_factory=list)
+    batches: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10_000))
+
+
+@dataclass
+class _Interval:
+    t: float
+    capacity_tuples: float
+    arrived: int
+    admitted: int
+    overloaded: bool
+    query_sic: dict[str, float]
+    query_kept: dict[str, float]
+    processed: int = 0
+    batch_s: float = 0.0
+
+
+class NodeController:
+    """The driver-side shedding controller of one node (see the module docstring).
+
+    Parameters
+    ----------
+    config : :class:`ControllerConfig`.
+    plans : the node's plans; query ids must be ``0..Q-1`` across them, each once.
+    policy : the shedding policy (WHAT to shed).
+    clock : Unix seconds now (wall mode); default :func:`time.time`.
+    epoch_s : the node's start in Unix seconds (feed time 0); default: ``clock()`` at the
+        first request (so the feed starts when the streaming queries are up, not while Spark
+        is still starting them).
+    coordinator : optional object with ``query_sic(now) -> array (Q,)`` (measured result SIC
+        over the STW, ``now`` in Unix seconds); see the module docstring.
+    """
+
+    def __init__(
+        self,
+        config: ControllerConfig,
+        plans: Sequence[PlanSpec],
+        policy: Policy,
+        *,
+        clock: Callable[[], float] | None = None,
+        epoch_s: float | None = None,
+        coordinator: Any = None,
+    ) -> None:
+        if not isinstance(config, ControllerConfig):
+            raise ConfigError(f"config must be a ControllerConfig, got {type(config).__name__}")
+        if not isinstance(policy, Policy):
+            raise ConfigError(f"policy must be a spillway Policy, got {type(policy).__name__}")
+        self.config = config
+        self.policy = policy
+        self.coordinator = coordinator
+        self._clock = clock or time.time
+        self._lock = threading.RLock()
+        self._epoch_us: int | None = None if epoch_s is None else int(round(epoch_s * 1e6))
+        self._build(plans)
+        self._k_last = 0
+        self._decisions = 0
+        self._overload: OverloadDecision | None = None
+        self._intervals: dict[int, _Interval] = {}
+        self._order: deque[int] = deque()
+        self._hold: Callable[[int, int], bool] | None = None
+        self._asked: set[str] = set()
+        self._paused = False
+        self._resuming = False
+        self._admit_all = False
+
+    # ---------------------------------------------------------------------------- structure
+
+    def _build(self, plans: Sequence[PlanSpec]) -> None:
+        plans = list(plans)
+        if not plans:
+            raise ConfigError("a node controller needs at least one plan")
+        names = [p.name for p in plans]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"plan names must be unique, got {names}")
+        queries = [q for p in plans for q in p.queries]
+        ids = sorted(q.query_id for q in queries)
+        if ids != list(range(len(queries))):
+            raise ConfigError(f"query ids must be 0..{len(queries) - 1}, each once; got {ids}")
+        self.n_queries = len(queries)
+        self.query_names = [""] * self.n_queries
+        self.query_plan = [""] * self.n_queries
+        for p in plans:
+            for q in p.queries:
+                self.query_names[q.query_id] = q.name
+                self.query_plan[q.query_id] = p.name
+        self._queries = sorted(queries, key=lambda q: q.query_id)
+        lane_query: list[int] = []
+        lane_source: list[int] = []
+        lane_plan: list[int] = []
+        self._query_lanes: list[np.ndarray] = [np.empty(0, np.int64)] * self.n_queries
+        self._plans: dict[str, _PlanState] = {}
+        for pi, p in enumerate(plans):
+            start = len(lane_query)
+            feeds: list[bytes] = []
+            lane_feed: list[int] = []
+            lane_ns: list[int] = []
+            for qi, q in enumerate(p.queries):
+                n = q.feed.n_sources
+                first = len(lane_query)
+                lane_query += [q.query_id] * n
+                lane_source += list(range(n))
+                lane_plan += [pi] * n
+                lane_feed += [qi] * n
+                lane_ns += [n] * n
+                feeds.append(q.feed_spec.dump())
+                self._query_lanes[q.query_id] = np.arange(first, first + n)
+            lanes = np.arange(start, len(lane_query))
+            window_us = int(round(p.window_s * 1e6))
+            desc = PlanDescription(
+                plan=p.name,
+                seed=self.config.seed,
+                epoch_us=0,  # set by describe()
+                stw_s=self.config.stw_s,
+                lane_query=tuple(lane_query[start:]),
+                lane_source=tuple(lane_source[start:]),
+                lane_feed=tuple(lane_feed),
+                lane_n_sources=tuple(lane_ns),
+                feeds=tuple(feeds),
+            )
+            st = _PlanState(
+                spec=p,
+                index=pi,
+                lanes=lanes,
+                window_us=window_us,
+                desc=desc,
+                cost=initial_state(self.config.cost_model),
+            )
+            st.acked_end = np.zeros(len(lanes), dtype=np.int64)
+            self._plans[p.name] = st
+        self.lane_query = np.array(lane_query, dtype=np.int64)
+        self.lane_source = np.array(lane_source, dtype=np.int64)
+        self.lane_plan = np.array(lane_plan, dtype=np.int64)
+        self._plan_names = [p.name for p in plans]
+        self._lane_plan_names = [self._plan_names[i] for i in lane_plan]
+        self.lane_n_sources = np.array(
+            [self._queries[q].feed.n_sources for q in lane_query], dtype=np.int64
+        )
+        n_lanes = len(lane_query)
+        self._decided = np.zeros(n_lanes, dtype=np.int64)
+        self._arrived_tau = np.zeros(n_lanes, dtype=np.int64)
+        stw = StwConfig(stw_s=self.config.stw_s, slide_s=self.config.trigger_s)
+        self._stw = StwCounter(stw, n_lanes=n_lanes)
+        # Decisions at τ = k·trigger cover arrivals up to τ; the first (k = 1) covers [0, trigger),
+        # so the ledger of admissions starts at ``trigger_s`` for its young-window extrapolation.
+        self._admitted_sic = QuerySicLedger(
+            stw, n_queries=self.n_queries, origin_s=self.config.trigger_s
+        )
+        self._admitted_n = QuerySicLedger(stw, n_queries=self.n_queries)
+        self._arrived_n = QuerySicLedger(stw, n_queries=self.n_queries)
+        self._tuple_sic = np.zeros(n_lanes)
+
+    def _plan(self, name: str) -> _PlanState:
+        try:
+            return self._plans[name]
+        except KeyError:
+            raise UnknownNameError(
+                f"unknown plan {name!r}; this node runs {', '.join(self._plans)}"
+            ) from None
+
+    @property
+    def plan_names(self) -> list[str]:
+        """The node's plans, in order."""
+        return list(self._plan_names)
+
+    def describe(self, plan: str) -> PlanDescription:
+        """What the plan's source needs (lanes, feed specs, seed, epoch)."""
+        with self._lock:
+            return replace(self._plan(plan).desc, epoch_us=self.epoch_us)
+
+    # ---------------------------------------------------------------------------- time
+
+    @property
+    def epoch_us(self) -> int:
+        """Feed time 0 in Unix microseconds (fixed on first use when not given)."""
+        with self._lock:
+            if self._epoch_us is None:
+                self._epoch_us = int(round(self._clock() * 1e6))
+            return self._epoch_us
+
+    @property
+    def epoch_s(self) -> float:
+        """Feed time 0 in Unix seconds."""
+        return self.epoch_us / 1e6
+
+    def feed_time(self) -> float:
+        """Feed time now (s): wall clock minus epoch, or the last decision's time (logical)."""
+        if self.config.clock == "logical":
+            return self._k_last * self.config.trigger_s
+        return self._clock() - self.epoch_s
+
+    def now(self) -> float:
+        """Unix seconds now, on the controller's clock (logical: epoch + last decision time).
+
+        Give this to the result sink and the coordinator so logical runs are deterministic.
+        """
+        with self._lock:
+            return self.epoch_s + self.feed_time()
+
+    # ---------------------------------------------------------------------------- requests
+
+    def handle(self, request: Mapping[str, Any]) -> Any:
+        """Serve one control-channel request (``describe``, ``initial``, ``latest``, ``commit``).
+
+        Raises
+        ------
+        UnknownNameError
+            Unknown operation or plan.
+        """
+        op = request.get("op")
+        plan = str(request.get("plan", ""))
+        if op == "describe":
+            return self.describe(plan).to_dict()
+        if op == "initial":
+            return self.initial_offset(plan)
+        if op == "latest":
+            return self.latest_offset(plan, request.get("start"))
+        if op == "commit":
+            self.commit(plan, request.get("end"))
+            return None
+        raise UnknownNameError(f"unknown control operation {op!r}")
+
+    def initial_offset(self, plan: str) -> dict[str, Any]:
+        """The plan's offset before anything arrived."""
+        st = self._plan(plan)
+        return PlanOffset.initial(plan, n_lanes=len(st.lanes), epoch_us=self.epoch_us).to_json()
+
+    def latest_offset(self, plan: str, start: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The plan's next end offset after ``start`` (``start`` itself when nothing is due).
+
+        ``start`` is Spark's current position; a controller that does not know it yet (it
+        restarted) re-syncs to it: lanes are decided up to ``start``'s ends and, before its
+        first decision, the controller adopts the offset's epoch and boundary, and waits until
+        every plan has reported its position.
+        """
+        with self._lock:
+            st = self._plan(plan)
+            self._asked.add(plan)
+            s = (
+                PlanOffset.from_json(start)
+                if start is not None
+                else PlanOffset.from_json(self.initial_offset(plan))
+            )
+            self._sync(st, s)
+            if self._paused:
+                return s.to_json()
+            if self._due(st):
+                self._decide_due()
+            if not st.pending:
+                return s.to_json()
+            return self._merge(st, s).to_json()
+
+    def commit(self, plan: str, end: Mapping[str, Any] | None) -> None:
+        """Spark finished the batch ending at ``end``: its segments are processed."""
+        if end is None:
+            return
+        with self._lock:
+            self._sync(self._plan(plan), PlanOffset.from_json(end))
+
+    def _sync(self, st: _PlanState, s: PlanOffset) -> None:
+        if s.plan != st.spec.name or s.n_lanes != len(st.lanes):
+            raise InputDataError(
+                f"offset of plan {s.plan!r} with {s.n_lanes} lanes does not fit plan "
+                f"{st.spec.name!r} with {len(st.lanes)} lanes: the checkpoint belongs to another "
+                "node config; use a new checkpoint directory"
+            )
+        if self._decisions == 0 and s.boundary > 0:
+            self._resuming = True  # Spark resumes from a checkpoint: wait for every plan
+        if s.epoch_us != self.epoch_us:
+            if self._decisions == 0 and s.boundary > 0:
+                self._adopt_epoch(s.epoch_us)
+            elif s.boundary > 0:
+                raise InputDataError(
+                    f"offset of plan {s.plan!r} was written by a node started at epoch "
+                    f"{s.epoch_us} us, this node started at {self.epoch_us} us: the checkpoint "
+                    "belongs to another run; use a new checkpoint directory"
+                )
+        if s.boundary < st.acked_b:
+            return  # an older position (Spark re-asks after a crash): nothing to acknowledge
+        end = np.asarray(s.end, dtype=np.int64)
+        st.pending = [g for g in st.pending if g.boundary > s.boundary]
+        st.acked_b, st.acked_t_us, st.acked_end = s.boundary, s.t_us, end
+        # Re-sync: a restarted controller has not decided what Spark already has.
+        self._decided[st.lanes] = np.maximum(self._decided[st.lanes], end)
+        if not st.pending and s.boundary > self._k_last:
+            self._k_last = s.boundary
+
+    def _adopt_epoch(self, epoch_us: int) -> None:
+        self._epoch_us = epoch_us
+
+    def _due(self, st: _PlanState) -> bool:
+        if self._resuming and self._decisions == 0 and self._asked != set(self._plans):
+            # A restarted controller decides only once every plan told it where Spark is:
+            # a plan not heard from yet would count its already-decided tuples as backlog.
+            return False
+        if self.config.clock == "logical":
+            return not st.pending
+        return self._boundary_now() > self._k_last
+
+    def _boundary_now(self) -> int:
+        return int(math.floor((self._clock() - self.epoch_s) / self.config.trigger_s + 1e-9))
+
+    def _decide_due(self) -> None:
+        k = self._k_last + 1 if self.config.clock == "logical" else self._boundary_now()
+        if self._hold is not None and self._hold(self._k_last, k):
+            return
+        self.decide(k)
+
+    # ---------------------------------------------------------------------------- deciding
+
+    def decide(self, k: int) -> Admission:
+        """Make the joint decision for interval boundary ``k`` (feed time ``k · trigger``).
+
+        Normally called by :meth:`latest_offset`; public for tests and the simulator-style use.
+
+        Raises
+        ------
+        ConfigError
+            ``k`` is not after the last decided boundary.
+        """
+        with self._lock:
+            return self._decide(k)
+
+    def _decide(self, k: int) -> Admission:
+        cfg = self.config
+        if k <= self._k_last:
+            raise ConfigError(f"boundary {k} is not after the last decision {self._k_last}")
+        tau_us = k * cfg.trigger_us
+        tau = tau_us / 1e6
+        self._push_slides(k)
+        sic = self._stw.tuple_sic(self.lane_n_sources)
+        self._tuple_sic = sic
+        arrived_end = np.zeros_like(self._decided)
+        t_end = {}
+        for st in self._plans.values():
+            t_end_us = (tau_us // st.window_us) * st.window_us
+            t_end[st.spec.name] = max(t_end_us, st.acked_t_us, *(g.t_us for g in st.pending))
+            for q in st.spec.queries:
+                lanes = self._query_lanes[q.query_id]
+                arrived_end[lanes] = q.feed.count(t_end[st.spec.name] / 1e6)
+        count = np.maximum(arrived_end - self._decided, 0)
+        base = self._query_sic_base(tau)
+        capacity, cost, cap_tuples = self._capacity(count)
+        backlog = Backlog(
+            lane_query=self.lane_query,
+            lane_source=self.lane_source,
+            count=count,
+            tuple_sic=sic,
+            query_sic=base,
+            cost=cost,
+        )
+        backlog_cost = backlog.total_cost
+        if self._admit_all or capacity is None:
+            self._overload = None
+            adm = admit_all(backlog)
+        else:
+            d = detect(
+                cfg.overload, backlog_cost=backlog_cost, budget=capacity, previous=self._overload
+            )
+            self._overload = d
+            if d.overloaded:
+                rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, k]))
+                snap = self.policy.snapshot()
+                snap["rng"] = rng.bit_generator.state
+                self.policy.restore(snap)
+                adm = self.policy.decide(backlog, d.admit)
+                keep = np.asarray(adm.keep, dtype=np.int64)
+                if keep.shape != count.shape or (keep < 0).any() or (keep > count).any():
+                    raise ConfigError(
+                        f"policy {self.policy!r} returned keep counts outside [0, count]"
+                    )
+            else:
+                adm = admit_all(backlog)
+        keep = np.asarray(adm.keep, dtype=np.int64)
+        self._decided = np.maximum(self._decided, arrived_end)
+        for st in self._plans.values():
+            last_t = st.pending[-1].t_us if st.pending else st.acked_t_us
+            if t_end[st.spec.name] > last_t:
+                ln = st.lanes
+                st.pending.append(
+                    _Segment(
+                        boundary=k,
+                        t_us=t_end[st.spec.name],
+                        end=arrived_end[ln].copy(),
+                        keep=keep[ln].copy(),
+                        sic=sic[ln].copy(),
+                    )
+                )
+        gain = adm.query_gain(backlog)
+        qs = np.arange(self.n_queries)
+        self._admitted_sic.add(np.full(self.n_queries, tau), qs, gain)
+        kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
+        count_q = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
+        self._admitted_n.add(np.full(self.n_queries, tau), qs, kept_q)
+        self._arrived_n.add(np.full(self.n_queries, tau), qs, count_q)
+        self._record(
+            k,
+            _Interval(
+                t=tau,
+                capacity_tuples=cap_tuples,
+                arrived=int(count.sum()),
+                admitted=int(keep.sum()),
+                overloaded=bool(self._overload is not None and self._overload.overloaded),
+                query_sic={n: float(base[i] + gain[i]) for i, n in enumerate(self.query_names)},
+                query_kept={
+                    n: float(kept_q[i] / count_q[i]) if count_q[i] else 1.0
+                    for i, n in enumerate(self.query_names)
+                },
+            ),
+        )
+        self._k_last = k
+        self._decisions += 1
+        return Admission(keep=keep)
+
+    def _push_slides(self, k: int) -> None:
+        """Push every slide since the last decision into the STW counter (at most one STW)."""
+        cfg = self.config
+        n_slots = self._stw.config.n_slots
+        first = max(self._k_last + 1, k - n_slots)
+        if first > self._k_last + 1 or self._decisions == 0:
+            # A gap longer than the STW (earlier slides are gone), or the first decision
+            # (possibly after a re-sync to a later boundary): start counting at ``first - 1``.
+            prev = self._arrivals_at((first - 1) * cfg.trigger_us)
+        else:
+            prev = self._arrived_tau
+        for j in range(first, k + 1):
+            now = self._arrivals_at(j * cfg.trigger_us)
+            self._stw.push(np.maximum(now - prev, 0))
+            prev = now
+        self._arrived_tau = prev
+
+    def _arrivals_at(self, t_us: int) -> np.ndarray:
+        out = np.zeros(len(self.lane_query), dtype=np.int64)
+        for q in self._queries:
+            out[self._query_lanes[q.query_id]] = q.feed.count(t_us / 1e6)
+        return out
+
+    def _inflight(self) -> np.ndarray:
+        out = np.zeros(self.n_queries)
+        for st in self._plans.values():
+            for g in st.pending:
+                out += np.bincount(
+                    self.lane_query[st.lanes], weights=g.keep * g.sic, minlength=self.n_queries
+                )
+        return out
+
+    def _query_sic_base(self, tau: float) -> np.ndarray:
+        if self.coordinator is None:
+            return np.maximum(self._admitted_sic.value(tau), 0.0)
+        measured = np.asarray(
+            self.coordinator.query_sic(self.epoch_s + tau), dtype=np.float64
+        ).reshape(-1)
+        if measured.shape != (self.n_queries,):
+            raise ConfigError(
+                f"coordinator.query_sic returned shape {measured.shape}, expected "
+                f"({self.n_queries},)"
+            )
+        return np.maximum(np.nan_to_num(measured), 0.0) + self._inflight()
+
+    def cost_estimates(self) -> dict[str, Any]:
+        """Current fitted cost (:class:`~spillway.control.CostEstimate`) of every plan."""
+        with self._lock:
+            return {n: estimate(st.cost) for n, st in self._plans.items()}
+
+    def cost_states(self) -> dict[str, CostModelState]:
+        """Every plan's cost model state (picklable; see :meth:`set_cost_state`)."""
+        with self._lock:
+            return {n: st.cost for n, st in self._plans.items()}
+
+    def set_cost_state(self, plan: str, state: CostModelState) -> None:
+        """Start ``plan``'s cost model from ``state`` (e.g. fitted during a calibration)."""
+        if not isinstance(state, CostModelState):
+            raise ConfigError(f"state must be a CostModelState, got {type(state).__name__}")
+        with self._lock:
+            self._plan(plan).cost = state
+
+    def _capacity(self, count: np.ndarray) -> tuple[float | None, np.ndarray | None, float]:
+        """(capacity in the policy's unit, per-lane cost or None, capacity in tuples)."""
+        cfg = self.config
+        if cfg.capacity_tuples is not None:
+            return float(cfg.capacity_tuples), None, float(cfg.capacity_tuples)
+        est = self.cost_estimates()
+        per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
+        running = [self._plan_names[i] for i in np.flatnonzero(per_plan > 0)]
+        budget = node_budget(
+            est, interval_s=cfg.trigger_s, headroom=cfg.headroom, running=running or None
+        )
+        cost = budget.lane_costs(self._lane_plan_names)
+        total = float(count.sum())
+        if total > 0:
+            mean_cost = float((count * cost).sum()) / total
+        else:
+            mean_cost = float(np.mean([budget.per_tuple_s[p] for p in self._plan_names]))
+        return budget.available_s, cost, budget.available_s / mean_cost
+
+    def _merge(self, st: _PlanState, s: PlanOffset) -> PlanOffset:
+        segs = st.pending
+        keep = np.sum([g.keep for g in segs], axis=0)
+        weighted = np.sum([g.keep * g.sic for g in segs], axis=0)
+        sic = np.where(keep > 0, weighted / np.maximum(keep, 1), segs[-1].sic)
+        last = segs[-1]
+        return PlanOffset(
+            plan=st.spec.name,
+            epoch_us=self.epoch_us,
+            boundary=last.boundary,
+            t_us=last.t_us,
+            end=tuple(last.end.tolist()),
+            keep=tuple(keep.tolist()),
+            sic=tuple(sic.tolist()),
+        )
+
+    # ---------------------------------------------------------------------------- measuring
+
+    def observe_batch(
+        self,
+        plan: str,
+        *,
+        rows: int,
+        duration_s: float,
+        end_offset: Mapping[str, Any] | str | None = None,
+        batch_id: int | None = None,
+    ) -> None:
+        """A micro-batch of ``plan`` finished (from the listener): feed its cost model and
+        attribute its rows and duration to the interval its end offset was decided at."""
+        with self._lock:
+            st = self._plan(plan)
+            st.cost = observe(self.config.cost_model, st.cost, int(rows), float(duration_s))
+            boundary = None
+            if end_offset is not None:
+                try:
+                    boundary = PlanOffset.from_json(end_offset).boundary
+                except InputDataError:
+                    boundary = None
+            st.batches.append(
+                {
+                    "batch_id": batch_id,
+                    "rows": int(rows),
+                    "duration_s": float(duration_s),
+                    "boundary": boundary,
+                }
+            )
+            rec = self._intervals.get(boundary) if boundary is not None else None
+            if rec is not None:
+                rec.processed += int(rows)
+                rec.batch_s = max(rec.batch_s, float(duration_s))
+
+    def batches(self, plan: str) -> list[dict[str, Any]]:
+        """Measured micro-batches of ``plan`` (batch id, rows, duration, boundary)."""
+        with self._lock:
+            return list(self._plan(plan).batches)
+
+    def _record(self, k: int, rec: _Interval) -> None:
+        self._intervals[k] = rec
+        self._order.append(k)
+        while len(self._order) > self.config.history:
+            self._intervals.pop(self._order.popleft(), None)
+
+    def history(self) -> list[IntervalRecord]:
+        """Every recorded interval: estimated capacity vs what Spark processed for it."""
+        with self._lock:
+            return [
+                IntervalRecord(
+                    t=r.t,
+                    capacity_tuples=r.capacity_tuples,
+                    arrived_tuples=r.arrived,
+                    admitted_tuples=r.admitted,
+                    processed_tuples=r.processed,
+                    batch_s=r.batch_s,
+                    query_sic=dict(r.query_sic),
+                    query_kept=dict(r.query_kept),
+                )
+                for k in self._order
+                for r in (self._intervals[k],)
+            ]
+
+    def stw_view(self) -> dict[str, np.ndarray]:
+        """Per query over the last STW: tuples arrived (by arrival slide, over ``window_s``
+        seconds), decided and admitted (by decision), admitted SIC; and every lane's tuple SIC."""
+        with self._lock:
+            now = (self._k_last + 1) * self.config.trigger_s  # window ends after the last one
+            slides = min(self._stw.slides, self._stw.config.n_slots)
+            arrived = np.bincount(
+                self.lane_query, weights=self._stw.totals(), minlength=self.n_queries
+            )
+            return {
+                "arrived": arrived,
+                "window_s": np.array(slides * self.config.trigger_s),
+                "decided": self._arrived_n.window_sum(now),
+                "admitted": self._admitted_n.window_sum(now),
+                "admitted_sic": self._admitted_sic.value(now),
+                "tuple_sic": self._tuple_sic.copy(),
+            }
+
+    # ---------------------------------------------------------------------------- modes
+
+    def pause(self) -> None:
+        """Hand out no new data: every later ``latest`` request gets its start back (so the
+        streaming queries finish their batch in flight and then idle; used to stop cleanly)."""
+        with self._lock:
+            self._paused = True
+
+    def set_calibration(self, hold: Callable[[int, int], bool] | None) -> None:
+        """Calibration mode: admit everything; ``hold(k_last, k)`` True skips a due decision
+        (so the next batch spans several intervals and batch sizes vary). None: normal mode."""
+        with self._lock:
+            self._hold = hold
+            self._admit_all = hold is not None
+
+    def plans_asked(self) -> set[str]:
+        """Plans whose source has asked for an offset (their streaming query is running)."""
+        with self._lock:
+            return set(self._asked)
+
+    @property
+    def decisions(self) -> int:
+        """Decisions made so far."""
+        return self._decisions
+
+    @property
+    def last_boundary(self) -> int:
+        """The last decided boundary."""
+        return self._k_last

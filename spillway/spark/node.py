@@ -1,0 +1,715 @@
+"""A spillway node on Spark: controller + channel + one streaming query per plan + listener.
+
+:class:`Node` is what the CLI runs (SPARK.md). ``start()`` wires, in the driver:
+
+- one :class:`~spillway.spark.controller.PlanSpec` per (query kind, window): the logical queries
+  of one kind share one Spark plan (multiplexed by ``query_id``, in config order);
+- a feed per query (``spillway.feeds.make_feed``, seeded from the node seed and the query's
+  position) and the :class:`~spillway.spark.controller.NodeController` with the policy
+  (``spillway.policies.make_policy(config.policy, seed=config.seed)`` unless one is given);
+- the loopback :class:`~spillway.spark.channel.ControlServer` the sources talk to;
+- a :class:`~spillway.spark.coordinator.QueryCoordinator` (query SIC, Eq. 4; created once the
+  feed epoch is known, which is its origin) and a :class:`~spillway.spark.sink.ResultStore`;
+- per plan one streaming query: ``readStream.format("spillway")`` → ``foreachBatch(ResultSink)``
+  with a checkpoint (``<checkpoint_dir>/run/<plan>``) and a ``ProcessingTime(trigger_s)``
+  trigger;
+- the :class:`~spillway.spark.listener.ProgressListener` feeding the cost models.
+
+``start()`` returns once every plan's source has connected to the controller; with the wall
+clock, feed time 0 is that moment (the feed does not pile up while Spark starts). ``stop()``
+first lets the micro-batches in flight finish (the controller hands out no new data), then
+stops the queries: interrupting a running batch only makes Spark log errors. A node runs once;
+its results, history and batches stay readable after ``stop()``.
+
+Overload calibration (``NodeConfig.overload``)
+----------------------------------------------
+When ``overload`` is set, ``start()`` first measures the node's capacity in calibration rounds,
+nothing shed. A round runs the plans for ``calibrate_s`` seconds and until every plan has
+:attr:`Node.calibration_min_batches` (default :data:`MIN_CALIBRATION_BATCHES`) measured
+micro-batches (the first batches of a streaming query
+are slow; the cost model ignores its warm-up batches). The controller holds decisions back in a
+fixed pattern (batches span 1, 2, 1 or 3 intervals of arrivals) so batch sizes vary and the cost
+models can separate each plan's fixed overhead from its per-tuple cost. The capacity is
+``C = (interval − Σ overheads) / mean per-tuple cost / interval`` tuples/s with the plans in the
+configured rate mix and no headroom (:func:`spillway.control.capacity_tuples` with headroom 1):
+what the node can process when it does nothing else.
+
+A fit from batches far below capacity is an extrapolation, and a poor one: at a few thousand
+rows per batch the per-tuple cost hides in the noise of the overhead (measured here: one round
+at 3,000 rows/s fitted 1e-9 s a tuple, a capacity of 378 million rows/s). So when ``C`` exceeds
+:data:`CALIBRATION_REACH` times the rate the round ran at, another round runs with every rate
+scaled up to ``C`` (at most :data:`CALIBRATION_STEP` times more per round; at most
+:data:`CALIBRATION_ROUNDS` rounds; cost models carried over). Finally every query's rate is
+multiplied by ``overload · C / R`` (``R`` the configured total rate), so the total arrival rate
+is ``overload`` times the capacity, and the node starts afresh (new feeds, controller and
+checkpoints; the fitted cost models are carried over). :attr:`Node.calibration` records ``C``,
+the scale, the fits, the batches seen and every round.
+
+Clocks: ``clock=None``/``"wall"`` runs on wall time; ``"logical"`` advances feed time by exactly
+one trigger interval per decision (epoch 0 by default; deterministic runs, reproducible when the
+capacity is fixed with ``capacity_tuples_per_s``, since measured costs vary); a callable is a
+wall clock to use.
+
+Examples
+--------
+>>> from spillway.config import NodeConfig, QuerySpec
+>>> cfg = NodeConfig(queries=(QuerySpec(name="a", kind="avg", feed="gaussian"),
+...                           QuerySpec(name="b", kind="avg", feed="uniform", window_s=2.0),
+...                           QuerySpec(name="c", kind="max", feed="gaussian")), stw_s=10.0)
+>>> [(name, ids) for name, _, _, ids in plan_layout(cfg)]
+[('avg-1s', [0]), ('avg-2s', [1]), ('max', [2])]
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+import pandas as pd
+
+from spillway.config import NodeConfig, QuerySpec
+from spillway.control import CostModelState, capacity_tuples, estimate
+from spillway.errors import ConfigError, SpillwayError
+from spillway.feeds import make_feed
+from spillway.policies.base import Policy
+from spillway.quality import jain_index
+from spillway.spark.channel import ControlServer
+from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
+from spillway.spark.coordinator import QueryCoordinator
+from spillway.spark.listener import ProgressListener
+from spillway.spark.sink import ResultSink, ResultStore
+from spillway.spark.source import FeedSpec, register_source, source_options
+from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
+
+#: Columns of :meth:`Node.results` and :meth:`Node.exact_results`.
+RESULT_COLUMNS = (
+    "query",
+    "kind",
+    "window_start",
+    "rank",
+    "value",
+    "sic",
+    "latency_s",
+    "produced_at",
+    "n_in",
+)
+
+#: How many intervals of arrivals calibration batches span, in turn.
+CALIBRATION_GAPS = (1, 2, 1, 3)
+
+#: A calibration round lasts ``calibrate_s`` and at least this many measured batches per plan.
+MIN_CALIBRATION_BATCHES = 5
+
+#: At most this many calibration rounds; a capacity more than :data:`CALIBRATION_REACH` times
+#: the rate a round ran at is measured again, at that capacity (rates grown at most
+#: :data:`CALIBRATION_STEP` times per round).
+CALIBRATION_ROUNDS = 3
+CALIBRATION_REACH = 4.0
+CALIBRATION_STEP = 4.0
+
+
+def plan_layout(config: NodeConfig) -> list[tuple[str, str, float, list[int]]]:
+    """The node's plans: ``(name, kind, window_s, query ids)`` in config order.
+
+    Queries of one kind and window share a plan named after the kind (``kind-<w>s`` when the
+    kind appears with several windows).
+    """
+    groups: dict[tuple[str, float], list[int]] = {}
+    for i, q in enumerate(config.queries):
+        groups.setdefault((q.kind, float(q.window_s)), []).append(i)
+    windows: dict[str, int] = {}
+    for kind, _ in groups:
+        windows[kind] = windows.get(kind, 0) + 1
+    out = []
+    for (kind, w), ids in groups.items():
+        name = kind if windows[kind] == 1 else f"{kind}-{w:g}s"
+        out.append((name, kind, w, ids))
+    return out
+
+
+def feed_seed(seed: int, query_index: int) -> int:
+    """Seed of the feed of the query at ``query_index`` (distinct per query, from the node seed).
+
+    >>> feed_seed(0, 0) != feed_seed(0, 1)
+    True
+    """
+    return int(np.random.SeedSequence([seed, query_index]).generate_state(1)[0])
+
+
+def _feed_settings(q: QuerySpec, seed: int, index: int, scale: float) -> dict[str, Any]:
+    return dict(
+        n_sources=q.n_sources,
+        rate=q.rate * scale,
+        profile=q.profile,
+        profile_options=dict(q.profile_options),
+        seed=feed_seed(seed, index),
+        **dict(q.feed_options),
+    )
+
+
+class Node:
+    """One spillway node on one Spark application (see the module docstring).
+
+    Parameters
+    ----------
+    config : the node's config.
+    spark : a SparkSession; None creates one with :func:`~spillway.spark.session.configure_spark`
+        on ``config.master`` (stopped again by :meth:`stop`).
+    clock : ``None``/``"wall"``, ``"logical"``, or a callable returning Unix seconds.
+    policy : a policy object instead of ``spillway.policies.make_policy(config.policy)``.
+    capacity_tuples_per_s : fix the capacity (tuples/s) instead of the cost models.
+    epoch_s : feed time 0 in Unix seconds (default: now; 0.0 with the logical clock).
+    on_batch : called as ``on_batch(plan, batch_id)`` before each micro-batch's sink (fault
+        injection in tests; an exception kills that plan's streaming query).
+    """
+
+    def __init__(
+        self,
+        config: NodeConfig,
+        *,
+        spark: Any = None,
+        clock: str | Callable[[], float] | None = None,
+        policy: Policy | None = None,
+        capacity_tuples_per_s: float | None = None,
+        epoch_s: float | None = None,
+        on_batch: Callable[[str, int], None] | None = None,
+    ) -> None:
+        if not isinstance(config, NodeConfig):
+            raise ConfigError(f"config must be a NodeConfig, got {type(config).__name__}")
+        if isinstance(clock, str) and clock not in ("wall", "logical"):
+            raise ConfigError(f"clock must be 'wall', 'logical' or a callable, got {clock!r}")
+        if capacity_tuples_per_s is not None and not (
+            isinstance(capacity_tuples_per_s, int | float) and capacity_tuples_per_s >= 0
+        ):
+            raise ConfigError(
+                f"capacity_tuples_per_s must be a number >= 0, got {capacity_tuples_per_s!r}"
+            )
+        self.config = config
+        self._spark = spark
+        self._own_spark = spark is None
+        self._mode = "logical" if clock == "logical" else "wall"
+        self._clock_fn = clock if callable(clock) else time.time
+        self._policy = policy
+        self._capacity = capacity_tuples_per_s
+        self._epoch_s = epoch_s if epoch_s is not None else (0.0 if clock == "logical" else None)
+        self._on_batch = on_batch
+        self._layout = plan_layout(config)
+        self._scale = 1.0
+        self._calibration: dict[str, Any] | None = None
+        self._carry_costs: dict[str, CostModelState] = {}
+        self._controller: NodeController | None = None
+        self._server: ControlServer | None = None
+        self._listener: ProgressListener | None = None
+        self._queries: dict[str, Any] = {}
+        self._tmpdir: str | None = None
+        self._lock = threading.Lock()
+        self.store = ResultStore()
+        self.coordinator: _EpochCoordinator | None = None
+        #: How long :meth:`start` waits for the streaming queries' sources to connect.
+        self.ready_timeout_s = 180.0
+        #: Measured micro-batches per plan a calibration round needs.
+        self.calibration_min_batches = MIN_CALIBRATION_BATCHES
+
+    # ------------------------------------------------------------------------- properties
+
+    @property
+    def spark(self) -> Any:
+        """The SparkSession (created on :meth:`start` when none was given)."""
+        if self._spark is None:
+            from pyspark.sql import SparkSession
+
+            from spillway.spark.session import configure_spark
+
+            builder = SparkSession.builder.master(self.config.master).appName("spillway")
+            self._spark = configure_spark(builder).getOrCreate()
+        return self._spark
+
+    @property
+    def controller(self) -> NodeController:
+        """The running controller."""
+        if self._controller is None:
+            raise SpillwayError("the node is not started: call node.start()")
+        return self._controller
+
+    @property
+    def plans(self) -> list[str]:
+        """Plan names in order."""
+        return [name for name, _, _, _ in self._layout]
+
+    @property
+    def calibration(self) -> dict[str, Any] | None:
+        """What the overload calibration measured (None without ``overload``)."""
+        return self._calibration
+
+    @property
+    def rate_scale(self) -> float:
+        """Factor applied to every configured rate (1 unless calibrated for overload)."""
+        return self._scale
+
+    # ------------------------------------------------------------------------- lifecycle
+
+    def start(self) -> None:
+        """Build everything, start one streaming query per plan and return once every plan's
+        source has connected to the controller (wall clock: feed time 0 is that moment).
+
+        Raises
+        ------
+        SpillwayError
+            Already started, or a streaming query failed or did not start in time.
+        """
+        with self._lock:
+            if self._controller is not None:
+                raise SpillwayError("the node is already started")
+            register_source(self.spark)
+            if self.config.checkpoint_dir is None:
+                self._tmpdir = tempfile.mkdtemp(prefix="spillway-")
+            try:
+                if self.config.overload is not None and self._calibration is None:
+                    self._calibrate()
+                self._launch("run")
+            except BaseException:
+                self._stop_queries()
+                self._controller = None
+                raise
+
+    def _checkpoint_root(self, phase: str) -> Path:
+        root = Path(self.config.checkpoint_dir or self._tmpdir or ".") / phase
+        if phase == "calibrate":  # a calibration always starts afresh
+            shutil.rmtree(root, ignore_errors=True)
+        root.mkdir(parents=True, exist_ok=True)
+        return root
+
+    def _launch(self, phase: str, *, calibrating: bool = False) -> None:
+        cfg = self.config
+        policy = self._policy if self._policy is not None else self._make_policy()
+        plans = []
+        for name, kind, w, ids in self._layout:
+            queries = []
+            for i in ids:
+                q = cfg.queries[i]
+                settings = _feed_settings(q, cfg.seed, i, self._scale)
+                feed = make_feed(q.feed, **settings)
+                spec = FeedSpec.registered(q.feed, **settings)
+                queries.append(PlanQuery(query_id=i, name=q.name, feed=feed, spec=spec))
+            plans.append(PlanSpec(name=name, kind=kind, window_s=w, queries=tuple(queries)))
+        cap = None
+        if self._capacity is not None and not calibrating:
+            cap = self._capacity * cfg.trigger_s
+        ccfg = ControllerConfig(
+            trigger_s=cfg.trigger_s,
+            stw_s=cfg.stw_s,
+            headroom=cfg.headroom,
+            seed=cfg.seed,
+            clock=self._mode,
+            capacity_tuples=cap,
+        )
+        self.store = ResultStore()
+        coordinator = _EpochCoordinator(len(cfg.queries), cfg.stw_s, cfg.trigger_s)
+        self.coordinator = coordinator
+        controller = NodeController(
+            ccfg,
+            plans,
+            policy,
+            clock=self._clock_fn,
+            epoch_s=self._epoch_s,
+            coordinator=coordinator,
+        )
+        coordinator.controller = controller
+        for plan, state in self._carry_costs.items():
+            controller.set_cost_state(plan, state)
+        if calibrating:
+            controller.set_calibration(_calibration_hold(controller))
+        self._controller = controller
+        self._server = ControlServer(controller.handle)
+        names = {p.name: f"spillway-{p.name}-{id(self):x}" for p in plans}
+        self._listener = ProgressListener(controller, {v: k for k, v in names.items()})
+        self.spark.streams.addListener(self._listener)
+        root = self._checkpoint_root(phase)
+        self._query_names = names
+        self._checkpoints = {p.name: str(root / p.name) for p in plans}
+        # The sink only calls record(); the lazy wrapper has QueryCoordinator's methods.
+        sink_coordinator = cast(QueryCoordinator, coordinator)
+        self._sinks = {
+            p.name: ResultSink(
+                p.kind, p.window_s, self.store, sink_coordinator, clock=controller.now, plan=p.name
+            )
+            for p in plans
+        }
+        for p in plans:
+            self._start_query(p.name)
+        self._wait_ready(controller)
+
+    def _wait_ready(self, controller: NodeController) -> None:
+        """Wait until every plan's source has asked for an offset (Spark is up)."""
+        deadline = time.monotonic() + self.ready_timeout_s
+        while controller.plans_asked() != set(self._queries):
+            self._raise_failed()
+            if time.monotonic() > deadline:
+                missing = sorted(set(self._queries) - controller.plans_asked())
+                raise SpillwayError(
+                    f"the streaming queries of plans {missing} did not start within "
+                    f"{self.ready_timeout_s:g} s"
+                )
+            time.sleep(0.05)
+
+    def _start_query(self, plan: str) -> None:
+        assert self._server is not None
+        sink = self._sinks[plan]
+        hook = self._on_batch
+
+        def run_batch(df: Any, batch_id: int) -> None:
+            if hook is not None:
+                hook(plan, batch_id)
+            sink(df, batch_id)
+
+        opts = source_options(
+            self._server.address_text,
+            self._server.authkey,
+            plan,
+            partitions=max(1, int(self.spark.sparkContext.defaultParallelism)),
+        )
+        stream = self.spark.readStream.format("spillway").options(**opts).load()
+        self._queries[plan] = (
+            stream.writeStream.queryName(self._query_names[plan])
+            .foreachBatch(run_batch)
+            .option("checkpointLocation", self._checkpoints[plan])
+            .trigger(processingTime=f"{self.config.trigger_s} seconds")
+            .start()
+        )
+
+    def restart_plan(self, plan: str) -> None:
+        """Restart ``plan``'s streaming query from its checkpoint (after it failed or stopped).
+
+        Spark replays the last logged but uncommitted micro-batch with its logged offsets, so
+        the shedding decision of that batch is exactly the one taken before.
+        """
+        q = self._queries.get(plan)
+        if q is None:
+            raise ConfigError(f"unknown plan {plan!r}; this node runs {', '.join(self.plans)}")
+        if q.isActive:
+            q.stop()
+        self._start_query(plan)
+
+    def query_error(self, plan: str) -> str | None:
+        """The exception that stopped ``plan``'s streaming query, if any."""
+        q = self._queries.get(plan)
+        if q is None or q.isActive:
+            return None
+        exc = q.exception()
+        return None if exc is None else str(exc)
+
+    def _stop_queries(self, drain_s: float = 30.0) -> None:
+        """Stop the streaming queries: first let the batches in flight finish (the controller
+        hands out no new data), then stop; interrupting a running batch makes Spark log errors.
+        """
+        if self._controller is not None:
+            self._controller.pause()
+        deadline = time.monotonic() + drain_s
+        for q in self._queries.values():
+            with contextlib.suppress(Exception):
+                while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            with contextlib.suppress(Exception):
+                q.stop()
+        self._queries = {}
+        if self._listener is not None:
+            with contextlib.suppress(Exception):
+                # Let the listener bus deliver the last progress events before the listener
+                # goes away (else py4j logs a failed callback at exit).
+                self.spark.sparkContext._jsc.sc().listenerBus().waitUntilEmpty(5000)
+            with contextlib.suppress(Exception):
+                self.spark.streams.removeListener(self._listener)
+            self._listener = None
+        if self._server is not None:
+            self._server.close()
+        self._server = None
+
+    def stop(self) -> None:
+        """Stop the streaming queries, the channel and (if the node made it) the session."""
+        with self._lock:
+            self._stop_queries()
+            if self._tmpdir is not None:
+                shutil.rmtree(self._tmpdir, ignore_errors=True)
+                self._tmpdir = None
+            if self._own_spark and self._spark is not None:
+                self._spark.stop()
+                self._spark = None
+
+    def run(
+        self,
+        duration_s: float,
+        on_tick: Callable[[NodeSnapshot], None] | None = None,
+        tick_s: float = 1.0,
+    ) -> None:
+        """Start, call ``on_tick(snapshot)`` every ``tick_s`` seconds for ``duration_s``, stop.
+
+        Raises
+        ------
+        SpillwayError
+            A streaming query failed (the node is stopped first).
+        """
+        if not (duration_s > 0 and tick_s > 0):
+            raise ConfigError(f"duration_s and tick_s must be > 0, got {duration_s}, {tick_s}")
+        self.start()
+        try:
+            end = time.monotonic() + duration_s
+            while (left := end - time.monotonic()) > 0:
+                time.sleep(min(tick_s, left))
+                self._raise_failed()
+                if on_tick is not None:
+                    on_tick(self.snapshot())
+        finally:
+            self.stop()
+
+    def _raise_failed(self) -> None:
+        for plan in list(self._queries):
+            err = self.query_error(plan)
+            if err is not None:
+                raise SpillwayError(f"the streaming query of plan {plan!r} failed: {err}")
+
+    def _make_policy(self) -> Policy:
+        from spillway.policies import make_policy
+
+        policy: Policy = make_policy(self.config.policy, seed=self.config.seed)
+        return policy
+
+    # ------------------------------------------------------------------------- calibration
+
+    def _calibrate(self) -> None:
+        cfg = self.config
+        assert cfg.overload is not None
+        mix = {}
+        for name, _, _, ids in self._layout:
+            mix[name] = sum(cfg.queries[i].rate * cfg.queries[i].n_sources for i in ids)
+        total = sum(mix.values())
+        rounds: list[dict[str, Any]] = []
+        scale = 1.0
+        for r in range(CALIBRATION_ROUNDS):
+            self._scale = scale
+            states, observed = self._calibration_round(f"calibrate-{r}")
+            self._carry_costs = dict(states)
+            est = {p: estimate(st) for p, st in states.items()}
+            cap = capacity_tuples(est, mix, cfg.trigger_s, 1.0) / cfg.trigger_s
+            rounds.append(
+                {"rate": total * scale, "capacity_tuples_per_s": cap, "batches": observed}
+            )
+            if not (cap > 0 and math.isfinite(cap)):
+                raise SpillwayError(
+                    f"calibration measured no capacity ({cap} tuples/s): the fixed cost of a "
+                    f"micro-batch ({max(e.overhead_s for e in est.values()):.2f} s) fills the "
+                    f"trigger interval {cfg.trigger_s} s; raise trigger_s"
+                )
+            if cap <= CALIBRATION_REACH * total * scale:
+                break
+            # Too far above what was measured to extrapolate: measure again near it.
+            scale = min(cap / total, scale * CALIBRATION_STEP)
+        self._scale = cfg.overload * cap / total
+        self._calibration = {
+            "capacity_tuples_per_s": cap,
+            "configured_rate": total,
+            "scale": self._scale,
+            "target_rate": cfg.overload * cap,
+            "estimates": {p: (e.overhead_s, e.per_tuple_s) for p, e in est.items()},
+            "batches": observed,
+            "rounds": rounds,
+        }
+
+    def _calibration_round(self, phase: str) -> tuple[dict[str, CostModelState], dict[str, int]]:
+        """Run the plans at the current rate scale, nothing shed, until enough batches."""
+        cfg = self.config
+        self._launch(phase, calibrating=True)
+        try:
+            start = time.monotonic()
+            give_up = start + 4 * cfg.calibrate_s + 60.0
+            while True:
+                time.sleep(0.25)
+                self._raise_failed()
+                observed = {p: len(self.controller.batches(p)) for p in self.plans}
+                now = time.monotonic()
+                enough = min(observed.values()) >= self.calibration_min_batches
+                if enough and now - start >= cfg.calibrate_s:
+                    return self.controller.cost_states(), observed
+                if now > give_up:
+                    raise SpillwayError(
+                        f"calibration saw only {observed} micro-batches per plan in "
+                        f"{now - start:.0f} s (needs {self.calibration_min_batches}); the node is "
+                        "too slow for its trigger interval: raise trigger_s"
+                    )
+        finally:
+            self._stop_queries()
+            self._controller = None
+
+    # ------------------------------------------------------------------------- reporting
+
+    def history(self) -> list[IntervalRecord]:
+        """Every interval: estimated capacity vs processed, admissions, query SIC and kept.
+
+        ``query_latency_s`` holds, per query, the largest latency of the results whose window
+        ended in that interval (after the previous record's time, up to this one's).
+        """
+        hist = self.controller.history()
+        df = self.store.to_pandas()
+        if not hist or df.empty:
+            return hist
+        names = [q.name for q in self.config.queries]
+        windows = np.array([self.config.queries[int(i)].window_s for i in df["query_id"]])
+        start_s = df["window_start"].map(pd.Timestamp.timestamp).to_numpy(dtype=np.float64)
+        end_feed = start_s + windows - self.controller.epoch_s
+        times = np.array([r.t for r in hist])
+        slot = np.searchsorted(times, end_feed - 1e-6, side="left")
+        per: dict[int, dict[str, float]] = {}
+        for k, q, lat in zip(slot, df["query_id"], df["latency_s"], strict=True):
+            if k < len(hist) and np.isfinite(lat):
+                d = per.setdefault(int(k), {})
+                name = names[int(q)]
+                d[name] = max(d.get(name, -math.inf), float(lat))
+        return [replace(r, query_latency_s=per.get(i, {})) for i, r in enumerate(hist)]
+
+    def results(self) -> pd.DataFrame:
+        """Result rows so far: :data:`RESULT_COLUMNS` (query name instead of query id)."""
+        df = self.store.to_pandas()
+        names = [q.name for q in self.config.queries]
+        if df.empty:
+            return pd.DataFrame(columns=list(RESULT_COLUMNS))
+        df = df.assign(query=[names[int(i)] for i in df["query_id"]])
+        return df[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+    def exact_results(self, until_s: float) -> pd.DataFrame:
+        """The exact answers (nothing shed) of every window ending by feed time ``until_s``.
+
+        A batch Spark job over the keep-all batch read of the spillway source; same columns as
+        :meth:`results` (latency and production time are NaN: nothing was streamed).
+        """
+        from spillway.spark.exact import exact_results
+
+        if self._server is None:
+            raise SpillwayError("exact_results needs a started node (its feeds serve the read)")
+        frames = []
+        for name, kind, w, _ in self._layout:
+            until = math.floor(until_s / w + 1e-9) * w
+            if until <= 0:
+                continue
+            opts = source_options(
+                self._server.address_text, self._server.authkey, name, from_s=0.0, until_s=until
+            )
+            df = self.spark.read.format("spillway").options(**opts).load()
+            frames.append(exact_results(kind, df, w).assign(kind=kind))
+        names = [q.name for q in self.config.queries]
+        if not frames:
+            return pd.DataFrame(columns=list(RESULT_COLUMNS))
+        out = pd.concat(frames, ignore_index=True)
+        out = out.assign(query=[names[int(i)] for i in out["query_id"]])
+        for c in ("latency_s", "produced_at"):
+            if c not in out:
+                out[c] = np.nan
+        return out[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+    def snapshot(self) -> NodeSnapshot:
+        """The node now: per query rate, kept share, result SIC, p95 latency vs target."""
+        c = self.controller
+        cfg = self.config
+        now = c.now()
+        view = c.stw_view()
+        window = float(view["window_s"]) or cfg.trigger_s
+        sic = (
+            self.coordinator.query_sic(now)
+            if self.coordinator is not None
+            else np.zeros(len(cfg.queries))
+        )
+        p95 = (
+            self.coordinator.latency_p95(now)
+            if self.coordinator is not None
+            else np.full(len(cfg.queries), np.nan)
+        )
+        queries = []
+        for i, q in enumerate(cfg.queries):
+            arrived = int(view["arrived"][i])
+            decided, kept = int(view["decided"][i]), int(view["admitted"][i])
+            target = q.latency_target_s or (3 * cfg.trigger_s + q.window_s)
+            queries.append(
+                QueryStatus(
+                    name=q.name,
+                    kind=q.kind,
+                    arrival_rate=arrived / window,
+                    kept_fraction=kept / decided if decided else 1.0,
+                    sic=float(sic[i]),
+                    latency_p95_s=float(p95[i]),
+                    latency_target_s=float(target),
+                    rows_in=decided,
+                    rows_kept=kept,
+                )
+            )
+        hist = c.history()
+        t = c.feed_time()
+        span = min(cfg.stw_s, t)
+        recent = [r for r in hist if r.t > t - cfg.stw_s]
+        cap = hist[-1].capacity_tuples / cfg.trigger_s if hist else math.nan
+        processed = sum(r.processed_tuples for r in recent) / span if span > 0 else 0.0
+        return NodeSnapshot(
+            t=t,
+            capacity_tuples_per_s=float(cap),
+            processed_tuples_per_s=float(processed),
+            jain=float(jain_index(np.maximum(sic, 0.0))) if len(sic) else math.nan,
+            queries=tuple(queries),
+            policy=cfg.policy if self._policy is None else self._policy.name,
+        )
+
+
+class _EpochCoordinator:
+    """A :class:`QueryCoordinator` made on first use, with the controller's epoch as origin.
+
+    The wall-clock epoch is fixed when the first streaming query asks for an offset (the feed
+    starts when Spark is ready); the coordinator's ledger extrapolates young windows from that
+    origin (:class:`~spillway.quality.QuerySicLedger`), so it is created once the epoch is known
+    (the first result or the first decision, both after the first request).
+    """
+
+    def __init__(self, n_queries: int, stw_s: float, slide_s: float) -> None:
+        self._args = (n_queries, stw_s, slide_s)
+        self.controller: NodeController | None = None
+        self._inner: QueryCoordinator | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def inner(self) -> QueryCoordinator:
+        """The coordinator itself."""
+        if self._inner is not None:
+            return self._inner
+        assert self.controller is not None
+        # Read the epoch before taking this lock: the controller may hold its own lock while it
+        # asks this coordinator for query SIC (no nested locking in opposite orders).
+        epoch = self.controller.epoch_s
+        with self._lock:
+            if self._inner is None:
+                n, stw, slide = self._args
+                self._inner = QueryCoordinator(n, stw, slide_s=slide, origin_s=epoch)
+            return self._inner
+
+    def record(self, results: Any) -> None:
+        self.inner.record(results)
+
+    def query_sic(self, now: float) -> np.ndarray:
+        return self.inner.query_sic(now)
+
+    def latency_p95(self, now: float) -> np.ndarray:
+        return self.inner.latency_p95(now)
+
+    def counters(self) -> Any:
+        return self.inner.counters()
+
+
+def _calibration_hold(controller: NodeController) -> Callable[[int, int], bool]:
+    def hold(k_last: int, k: int) -> bool:
+        gap = CALIBRATION_GAPS[controller.decisions % len(CALIBRATION_GAPS)]
+        return k - k_last < gap
+
+    return hold

@@ -1,0 +1,916 @@
+"""The ``spillway`` Python data source: the node's input buffer, with shedding in the offsets.
+
+One streaming query per Spark plan reads ``spark.readStream.format("spillway")``; the plan's
+lanes are the (query, source) streams of every logical query of that plan (SPARK.md). Rows have
+one schema (:data:`SCHEMA`): ``query_id, source_id, key, value, sic, event_ts, arrival_ts``.
+
+How a micro-batch is made (DESIGN §3)
+-------------------------------------
+``latestOffset(start, limit)``
+    asks the NodeController (over :mod:`spillway.spark.channel`) for the plan's next end offset
+    and sends ``start`` along, so a controller that restarted re-syncs to Spark's position. The
+    offset (:class:`PlanOffset`) holds the feed time it ends at (a window boundary, so a batch
+    holds whole windows), every lane's end index, and the admission decision: how many of the
+    lane's tuples in ``[start.end, end.end)`` are kept, and the lane's tuple SIC (THEMIS Eq. 1).
+    The decision lives INSIDE the offset: Spark writes it to the offset log before the batch
+    runs, so a restarted query replays exactly the same shedding, whatever the live controller
+    would decide now.
+``partitions(start, end)``
+    a pure function of the two offsets and the plan's description (lanes and feed specs, fetched
+    once from the controller): lanes with something to keep are spread over a few partitions
+    (greedy longest-first on ``keep + n / 8``, see :func:`plan_partitions`).
+``read(partition)``
+    runs on executors and never calls the controller: it rebuilds the feeds from their specs
+    (cached per worker process), picks WHICH ``k`` of a lane's ``n`` tuples to keep
+    (:func:`select_kept`) and generates the rows with numpy into one ``pyarrow.RecordBatch``
+    (no per-row Python).
+
+Which tuples are kept
+---------------------
+All tuples of a lane carry the same SIC, so the policy only decides how many (``k``); the data
+path keeps the ``k`` tuples with the smallest 64-bit hash of (seed, plan, query, source, tuple
+index) among the lane's ``n`` (``numpy.argpartition``, then sorted back into arrival order). The
+hash is SplitMix64's finaliser, so the kept set is a uniform sample spread over the interval (no
+bias toward early or late arrivals), a pure function of the offsets, and identical on replay.
+
+Batch reads (exact answers)
+---------------------------
+``spark.read.format("spillway")`` with options ``from_s`` and ``until_s`` (feed seconds) reads
+every tuple that arrived in ``[from_s, until_s)``: nothing is shed (keep-all), which is the
+ground truth shed results are compared with (DESIGN §5). Lanes are split into chunks of at most
+``chunk_rows`` tuples. Their tuple SIC is Eq. 1 with the lane's STW count estimated from its mean
+rate over the range: ``sic = range_s / (stw_s · |S_q| · n_lane)``.
+
+Options: ``address`` (``127.0.0.1:<port>``), ``authkey`` (hex), ``plan`` (plan name), and
+optionally ``partitions`` (default 2), ``timeout_s`` (default 30), ``from_s``/``until_s``/
+``chunk_rows`` (batch reads).
+
+Examples
+--------
+>>> import numpy as np
+>>> start = PlanOffset.initial("avg", n_lanes=2, epoch_us=0)
+>>> end = PlanOffset(plan="avg", epoch_us=0, boundary=1, t_us=1_000_000,
+...                  end=(10, 4), keep=(5, 4), sic=(0.01, 0.025))
+>>> PlanOffset.from_json(end.to_json()) == end
+True
+>>> select_kept(0, 10, 5, lane_key(7, "avg", 0, 0)).tolist() == sorted(
+...     select_kept(0, 10, 5, lane_key(7, "avg", 0, 0)).tolist())
+True
+>>> len(select_kept(0, 10, 5, lane_key(7, "avg", 0, 0)))
+5
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import pickle
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+)
+from pyspark.sql.types import (
+    DoubleType,
+    IntegerType,
+    LongType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from spillway.errors import ConfigError, InputDataError
+from spillway.feeds.base import Feed
+
+#: Name the source is registered under (``spark.readStream.format(SOURCE_NAME)``).
+SOURCE_NAME = "spillway"
+
+#: Version of the offset layout; an offset of another version is refused.
+OFFSET_VERSION = 1
+
+#: The rows the source emits (SPARK.md), for every plan.
+SCHEMA = StructType(
+    [
+        StructField("query_id", IntegerType()),
+        StructField("source_id", IntegerType()),
+        StructField("key", LongType()),
+        StructField("value", DoubleType()),
+        StructField("sic", DoubleType()),
+        StructField("event_ts", TimestampType()),
+        StructField("arrival_ts", TimestampType()),
+    ]
+)
+
+#: The same schema in Arrow form (timestamps in microseconds, UTC), as Spark checks it.
+ARROW_SCHEMA = pa.schema(
+    [
+        pa.field("query_id", pa.int32()),
+        pa.field("source_id", pa.int32()),
+        pa.field("key", pa.int64()),
+        pa.field("value", pa.float64()),
+        pa.field("sic", pa.float64()),
+        pa.field("event_ts", pa.timestamp("us", tz="UTC")),
+        pa.field("arrival_ts", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+_MASK64 = (1 << 64) - 1
+
+
+# --------------------------------------------------------------------------------------------
+# Offsets
+
+
+def _int_tuple(name: str, values: Any) -> tuple[int, ...]:
+    try:
+        out = tuple(int(v) for v in values)
+    except (TypeError, ValueError):
+        raise InputDataError(f"offset field {name!r} must be a list of ints") from None
+    if any(v < 0 for v in out):
+        raise InputDataError(f"offset field {name!r} must hold values >= 0")
+    return out
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanOffset:
+    """A spillway offset: where a plan's micro-batch ends, and what it keeps of its range.
+
+    Parameters
+    ----------
+    plan : the plan's name.
+    epoch_us : the node's start (Unix microseconds); feed time 0. Kept in the offset so replayed
+        rows get the same timestamps.
+    boundary : index of the controller's decision (interval boundary) this offset ends at.
+    t_us : feed time (microseconds) the batch ends at: a window boundary of the plan.
+    end : per-lane end index (exclusive): tuples ``[previous end, end)`` belong to this batch.
+    keep : per-lane number of those tuples that are kept (the admission decision).
+    sic : per-lane SIC of each kept tuple (THEMIS Eq. 1, estimated over the STW).
+    """
+
+    plan: str
+    epoch_us: int
+    boundary: int
+    t_us: int
+    end: tuple[int, ...]
+    keep: tuple[int, ...]
+    sic: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "end", _int_tuple("end", self.end))
+        object.__setattr__(self, "keep", _int_tuple("keep", self.keep))
+        object.__setattr__(self, "sic", tuple(float(v) for v in self.sic))
+        if not (len(self.end) == len(self.keep) == len(self.sic)):
+            raise InputDataError(
+                f"offset of plan {self.plan!r}: end, keep and sic need one entry per lane, got "
+                f"{len(self.end)}, {len(self.keep)}, {len(self.sic)}"
+            )
+
+    @property
+    def n_lanes(self) -> int:
+        """Number of lanes."""
+        return len(self.end)
+
+    @classmethod
+    def initial(cls, plan: str, *, n_lanes: int, epoch_us: int) -> PlanOffset:
+        """The offset before anything arrived: every lane at index 0."""
+        zeros = (0,) * n_lanes
+        return cls(
+            plan=plan,
+            epoch_us=epoch_us,
+            boundary=0,
+            t_us=0,
+            end=zeros,
+            keep=zeros,
+            sic=(0.0,) * n_lanes,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON-able dict Spark stores in its offset log."""
+        return {
+            "v": OFFSET_VERSION,
+            "plan": self.plan,
+            "epoch_us": self.epoch_us,
+            "b": self.boundary,
+            "t_us": self.t_us,
+            "end": list(self.end),
+            "keep": list(self.keep),
+            "sic": list(self.sic),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | str) -> PlanOffset:
+        """Parse an offset written by :meth:`to_json` (a dict, or its JSON text).
+
+        Raises
+        ------
+        InputDataError
+            Not a spillway offset, or of another version.
+        """
+        if isinstance(data, str):
+            try:
+                data = json.loads(data)
+            except json.JSONDecodeError as e:
+                raise InputDataError(f"a spillway offset must be JSON: {e}") from None
+        if not isinstance(data, Mapping) or data.get("v") != OFFSET_VERSION:
+            got = data.get("v") if isinstance(data, Mapping) else type(data).__name__
+            raise InputDataError(
+                f"not a spillway offset of version {OFFSET_VERSION} (got {got!r}); the checkpoint "
+                "was written by another spillway version: start from a new checkpoint"
+            )
+        try:
+            return cls(
+                plan=str(data["plan"]),
+                epoch_us=int(data["epoch_us"]),
+                boundary=int(data["b"]),
+                t_us=int(data["t_us"]),
+                end=data["end"],
+                keep=data["keep"],
+                sic=data["sic"],
+            )
+        except KeyError as e:
+            raise InputDataError(f"spillway offset lacks the field {e.args[0]!r}") from None
+
+
+# --------------------------------------------------------------------------------------------
+# Which tuples are kept
+
+
+def _mix64(x: int) -> int:
+    """SplitMix64 finaliser on a Python int (mod 2**64)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK64
+    return x ^ (x >> 31)
+
+
+def plan_code(plan: str) -> int:
+    """A stable 32-bit code of a plan name (CRC-32; Python's ``hash`` differs per process).
+
+    >>> plan_code("avg")
+    484921998
+    """
+    return zlib.crc32(plan.encode("utf-8"))
+
+
+def lane_key(seed: int, plan: str, query_id: int, source_id: int) -> int:
+    """The 64-bit key of one lane, from which its tuples' hashes are drawn.
+
+    >>> lane_key(0, "avg", 0, 0) != lane_key(0, "avg", 0, 1)
+    True
+    """
+    h = _mix64(int(seed) & _MASK64)
+    for part in (plan_code(plan), int(query_id), int(source_id)):
+        h = _mix64(h ^ (part & _MASK64))
+    return h
+
+
+def tuple_hashes(key: int, index: np.ndarray) -> np.ndarray:
+    """SplitMix64 finaliser of ``key ⊕ index·φ`` for every tuple index (uint64, vectorised).
+
+    >>> tuple_hashes(1, np.arange(3)).dtype
+    dtype('uint64')
+    """
+    with np.errstate(over="ignore"):
+        x = np.asarray(index, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        x ^= np.uint64(key & _MASK64)
+        x ^= x >> np.uint64(30)
+        x *= np.uint64(0xBF58476D1CE4E5B9)
+        x ^= x >> np.uint64(27)
+        x *= np.uint64(0x94D049BB133111EB)
+        x ^= x >> np.uint64(31)
+    return x
+
+
+def select_kept(lo: int, hi: int, keep: int, key: int) -> np.ndarray:
+    """The indices of the ``keep`` tuples kept out of ``[lo, hi)``, in arrival order.
+
+    The kept tuples are those with the ``keep`` smallest :func:`tuple_hashes` (a deterministic
+    uniform sample); ``keep >= hi - lo`` keeps all, ``keep <= 0`` none.
+
+    Examples
+    --------
+    >>> select_kept(10, 14, 9, 0).tolist()
+    [10, 11, 12, 13]
+    >>> a = select_kept(0, 1000, 100, lane_key(1, "avg", 0, 0))
+    >>> len(a), bool((np.diff(a) > 0).all())
+    (100, True)
+    >>> bool((a == select_kept(0, 1000, 100, lane_key(1, "avg", 0, 0))).all())
+    True
+    """
+    n = hi - lo
+    if keep >= n:
+        return np.arange(lo, hi, dtype=np.int64)
+    if keep <= 0:
+        return np.empty(0, dtype=np.int64)
+    idx = np.arange(lo, hi, dtype=np.int64)
+    h = tuple_hashes(key, idx)
+    chosen = np.argpartition(h, keep - 1)[:keep]
+    chosen.sort()
+    return idx[chosen]
+
+
+# --------------------------------------------------------------------------------------------
+# Feeds on executors
+
+
+@dataclass(frozen=True, kw_only=True)
+class FeedSpec:
+    """How an executor rebuilds a feed: a registered feed (name + settings) or a pickled object.
+
+    Feeds are deterministic (``spillway.feeds.base``), so a rebuilt feed yields exactly the
+    tuples of the original. Registered feeds travel as their settings (small); others (e.g.
+    :class:`spillway.testing.ListFeed`) as a pickle.
+
+    Examples
+    --------
+    >>> from spillway.testing import ListFeed
+    >>> spec = FeedSpec.of(ListFeed(times=[[0.1, 0.2]], values=[[1.0, 2.0]]))
+    >>> FeedSpec.load(spec.dump()).build().count(1.0).tolist()
+    [2]
+    """
+
+    name: str | None = None
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    blob: bytes | None = None
+
+    @classmethod
+    def registered(cls, name: str, **settings: Any) -> FeedSpec:
+        """A feed built by ``spillway.feeds.make_feed(name, **settings)``."""
+        return cls(name=name, settings=dict(settings))
+
+    @classmethod
+    def of(cls, feed: Feed) -> FeedSpec:
+        """A feed object shipped as a pickle."""
+        return cls(blob=pickle.dumps(feed, protocol=pickle.HIGHEST_PROTOCOL))
+
+    def dump(self) -> bytes:
+        """Bytes to ship in an input partition."""
+        return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @staticmethod
+    def load(data: bytes) -> FeedSpec:
+        """Inverse of :meth:`dump`."""
+        spec = pickle.loads(data)
+        if not isinstance(spec, FeedSpec):
+            raise InputDataError(f"expected a FeedSpec, got {type(spec).__name__}")
+        return spec
+
+    def build(self) -> Feed:
+        """Make the feed."""
+        if self.blob is not None:
+            feed = pickle.loads(self.blob)
+        elif self.name is not None:
+            from spillway.feeds import make_feed
+
+            feed = make_feed(self.name, **dict(self.settings))
+        else:
+            raise ConfigError("a FeedSpec needs a feed name or a pickled feed")
+        if not isinstance(feed, Feed):
+            raise ConfigError(f"a FeedSpec must build a Feed, got {type(feed).__name__}")
+        return feed
+
+
+_FEED_CACHE: OrderedDict[str, Feed] = OrderedDict()
+_FEED_CACHE_LOCK = threading.Lock()
+_FEED_CACHE_SIZE = 64
+
+
+def cached_feed(spec_bytes: bytes) -> Feed:
+    """The feed of a dumped :class:`FeedSpec`, built once per process (small LRU cache)."""
+    digest = hashlib.blake2b(spec_bytes, digest_size=16).hexdigest()
+    with _FEED_CACHE_LOCK:
+        feed = _FEED_CACHE.get(digest)
+        if feed is not None:
+            _FEED_CACHE.move_to_end(digest)
+            return feed
+    feed = FeedSpec.load(spec_bytes).build()
+    with _FEED_CACHE_LOCK:
+        _FEED_CACHE[digest] = feed
+        while len(_FEED_CACHE) > _FEED_CACHE_SIZE:
+            _FEED_CACHE.popitem(last=False)
+    return feed
+
+
+# --------------------------------------------------------------------------------------------
+# Plan description and partitions
+
+
+@dataclass(frozen=True, kw_only=True)
+class PlanDescription:
+    """What the source needs to know about a plan (static for the plan's life).
+
+    Parameters
+    ----------
+    plan : the plan's name.
+    seed : node seed (keep selection).
+    epoch_us : node start (Unix microseconds).
+    stw_s : source time window (s), for the SIC of batch reads.
+    lane_query, lane_source : node-wide query id and source id of every lane.
+    lane_feed : index into ``feeds`` of every lane's feed.
+    lane_n_sources : number of sources of every lane's query (``|S_q|``, Eq. 1).
+    feeds : dumped :class:`FeedSpec` of each feed.
+    """
+
+    plan: str
+    seed: int
+    epoch_us: int
+    stw_s: float
+    lane_query: tuple[int, ...]
+    lane_source: tuple[int, ...]
+    lane_feed: tuple[int, ...]
+    lane_n_sources: tuple[int, ...]
+    feeds: tuple[bytes, ...]
+
+    @property
+    def n_lanes(self) -> int:
+        """Number of lanes."""
+        return len(self.lane_query)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain dict (for the control channel)."""
+        return {k: getattr(self, k) for k in self.__dataclass_fields__}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PlanDescription:
+        """Inverse of :meth:`to_dict`."""
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__})
+
+
+class SpillwayPartition(InputPartition):
+    """A slice of a micro-batch: some lanes, each with its tuple range, keep count and SIC.
+
+    Attributes are plain numpy arrays (one entry per lane of the slice) plus the feed specs the
+    slice uses, so the partition pickles small and ``read`` needs nothing else.
+    """
+
+    def __init__(
+        self,
+        *,
+        plan: str,
+        seed: int,
+        epoch_us: int,
+        feeds: tuple[bytes, ...],
+        query_id: np.ndarray,
+        source_id: np.ndarray,
+        feed: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        keep: np.ndarray,
+        sic: np.ndarray,
+    ) -> None:
+        self.plan = plan
+        self.seed = seed
+        self.epoch_us = epoch_us
+        self.feeds = feeds
+        self.query_id = query_id
+        self.source_id = source_id
+        self.feed = feed
+        self.lo = lo
+        self.hi = hi
+        self.keep = keep
+        self.sic = sic
+
+    @property
+    def rows(self) -> int:
+        """Rows this partition yields."""
+        return int(np.minimum(self.keep, self.hi - self.lo).sum())
+
+    def __repr__(self) -> str:
+        return f"SpillwayPartition(plan={self.plan!r}, lanes={len(self.lo)}, rows={self.rows})"
+
+
+def balance(weights: np.ndarray, n_bins: int) -> list[np.ndarray]:
+    """Greedy longest-first assignment of items to ``n_bins`` bins; each bin's items sorted.
+
+    Deterministic: ties go to the lower item and the lower bin. Empty bins are dropped.
+
+    >>> [b.tolist() for b in balance(np.array([5.0, 1.0, 4.0, 2.0]), 2)]
+    [[0, 1], [2, 3]]
+    """
+    order = np.argsort(-np.asarray(weights, dtype=np.float64), kind="stable")
+    loads = np.zeros(max(1, n_bins))
+    bins: list[list[int]] = [[] for _ in range(max(1, n_bins))]
+    for i in order:
+        b = int(np.argmin(loads))
+        bins[b].append(int(i))
+        loads[b] += float(weights[i])
+    return [np.array(sorted(b), dtype=np.int64) for b in bins if b]
+
+
+def plan_partitions(
+    desc: PlanDescription, start: PlanOffset, end: PlanOffset, n_partitions: int = 2
+) -> list[SpillwayPartition]:
+    """Split the micro-batch ``(start, end]`` into at most ``n_partitions`` balanced partitions.
+
+    Lanes that keep nothing are left out; lanes are weighted by ``keep + n / 8`` (generating a
+    kept row costs more than hashing a candidate) and assigned longest-first.
+
+    Raises
+    ------
+    InputDataError
+        The offsets do not belong to this plan, or an end index moves backwards.
+
+    Examples
+    --------
+    >>> from spillway.testing import ListFeed
+    >>> feed = FeedSpec.of(ListFeed(times=[[0.1] * 4, [0.2] * 6], values=[[1.0] * 4, [2.0] * 6]))
+    >>> desc = PlanDescription(plan="avg", seed=0, epoch_us=0, stw_s=10.0, lane_query=(0, 0),
+    ...     lane_source=(0, 1), lane_feed=(0, 0), lane_n_sources=(2, 2), feeds=(feed.dump(),))
+    >>> start = PlanOffset.initial("avg", n_lanes=2, epoch_us=0)
+    >>> end = PlanOffset(plan="avg", epoch_us=0, boundary=1, t_us=10**6, end=(4, 6),
+    ...                  keep=(2, 6), sic=(0.125, 1 / 12))
+    >>> [p.rows for p in plan_partitions(desc, start, end)]
+    [6, 2]
+    """
+    for name, off in (("start", start), ("end", end)):
+        if off.plan != desc.plan or off.n_lanes != desc.n_lanes:
+            raise InputDataError(
+                f"{name} offset is for plan {off.plan!r} with {off.n_lanes} lanes, but the source "
+                f"reads plan {desc.plan!r} with {desc.n_lanes} lanes: the checkpoint belongs to "
+                "another node config; use a new checkpoint directory"
+            )
+    lo = np.asarray(start.end, dtype=np.int64)
+    hi = np.asarray(end.end, dtype=np.int64)
+    if (hi < lo).any():
+        lane = int(np.argmax(hi < lo))
+        raise InputDataError(
+            f"plan {desc.plan!r} lane {lane}: end offset {hi[lane]} is before start {lo[lane]}"
+        )
+    keep = np.minimum(np.asarray(end.keep, dtype=np.int64), hi - lo)
+    live = np.flatnonzero(keep > 0)
+    if live.size == 0:
+        return []
+    weights = keep[live] + (hi - lo)[live] / 8.0
+    sic = np.asarray(end.sic, dtype=np.float64)
+    parts = []
+    for b in balance(weights, n_partitions):
+        ln = live[b]
+        parts.append(_partition(desc, ln, lo[ln], hi[ln], keep[ln], sic[ln], end.epoch_us))
+    return parts
+
+
+def _partition(
+    desc: PlanDescription,
+    lanes: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    keep: np.ndarray,
+    sic: np.ndarray,
+    epoch_us: int,
+) -> SpillwayPartition:
+    """A partition of ``lanes`` (lane indices); the other arrays are already one per entry."""
+    lane_feed = np.asarray(desc.lane_feed, dtype=np.int64)[lanes]
+    used = sorted(set(lane_feed.tolist()))
+    remap = {f: i for i, f in enumerate(used)}
+    return SpillwayPartition(
+        plan=desc.plan,
+        seed=desc.seed,
+        epoch_us=epoch_us,
+        feeds=tuple(desc.feeds[f] for f in used),
+        query_id=np.asarray(desc.lane_query, dtype=np.int32)[lanes],
+        source_id=np.asarray(desc.lane_source, dtype=np.int32)[lanes],
+        feed=np.array([remap[f] for f in lane_feed.tolist()], dtype=np.int64),
+        lo=lo,
+        hi=hi,
+        keep=keep,
+        sic=sic,
+    )
+
+
+def plan_batch_partitions(
+    desc: PlanDescription,
+    *,
+    from_s: float,
+    until_s: float,
+    n_partitions: int = 2,
+    chunk_rows: int = 500_000,
+) -> list[SpillwayPartition]:
+    """Partitions of a keep-all batch read of the tuples that arrived in ``[from_s, until_s)``.
+
+    Each lane is cut into chunks of at most ``chunk_rows`` tuples; every tuple of a lane gets the
+    SIC ``range_s / (stw_s · |S_q| · n_lane)`` (Eq. 1, STW count from the lane's mean rate).
+
+    Raises
+    ------
+    ConfigError
+        ``until_s <= from_s``, a negative ``from_s``, or ``chunk_rows < 1``.
+    """
+    if not (0 <= from_s < until_s):
+        raise ConfigError(f"batch read needs 0 <= from_s < until_s, got {from_s!r}, {until_s!r}")
+    if chunk_rows < 1:
+        raise ConfigError(f"chunk_rows must be >= 1, got {chunk_rows!r}")
+    lo_l, hi_l = [], []
+    for lane in range(desc.n_lanes):
+        feed = cached_feed(desc.feeds[desc.lane_feed[lane]])
+        s = desc.lane_source[lane]
+        lo_l.append(int(feed.count(from_s)[s]))
+        hi_l.append(int(feed.count(until_s)[s]))
+    lo, hi = np.array(lo_l, dtype=np.int64), np.array(hi_l, dtype=np.int64)
+    n = hi - lo
+    with np.errstate(divide="ignore"):
+        sic = np.where(
+            n > 0,
+            (until_s - from_s)
+            / (desc.stw_s * np.asarray(desc.lane_n_sources, dtype=np.float64) * np.maximum(n, 1)),
+            0.0,
+        )
+    # Chunks: (lane, lo, hi).
+    c_lane, c_lo, c_hi = [], [], []
+    for lane in np.flatnonzero(n > 0).tolist():
+        for a in range(int(lo[lane]), int(hi[lane]), chunk_rows):
+            c_lane.append(lane)
+            c_lo.append(a)
+            c_hi.append(min(a + chunk_rows, int(hi[lane])))
+    if not c_lane:
+        return []
+    lanes = np.array(c_lane, dtype=np.int64)
+    clo, chi = np.array(c_lo, dtype=np.int64), np.array(c_hi, dtype=np.int64)
+    parts = []
+    for b in balance((chi - clo).astype(np.float64), n_partitions):
+        sel = lanes[b]
+        parts.append(
+            _partition(desc, sel, clo[b], chi[b], chi[b] - clo[b], sic[sel], desc.epoch_us)
+        )
+    return parts
+
+
+# --------------------------------------------------------------------------------------------
+# Reading rows
+
+
+def read_partition(partition: SpillwayPartition) -> pa.RecordBatch:
+    """Generate the partition's rows (numpy, vectorised) as one Arrow batch of :data:`SCHEMA`.
+
+    Examples
+    --------
+    >>> from spillway.testing import ListFeed
+    >>> feed = FeedSpec.of(ListFeed(times=[[0.1, 0.2, 0.3]], values=[[1.0, 2.0, 3.0]]))
+    >>> p = SpillwayPartition(plan="avg", seed=0, epoch_us=0, feeds=(feed.dump(),),
+    ...     query_id=np.array([0], np.int32), source_id=np.array([0], np.int32),
+    ...     feed=np.array([0]), lo=np.array([0]), hi=np.array([3]), keep=np.array([3]),
+    ...     sic=np.array([0.1]))
+    >>> read_partition(p).column("value").to_pylist()
+    [1.0, 2.0, 3.0]
+    """
+    cols: dict[str, list[np.ndarray]] = {f.name: [] for f in ARROW_SCHEMA}
+    for j in range(len(partition.lo)):
+        qid, sid = int(partition.query_id[j]), int(partition.source_id[j])
+        idx = select_kept(
+            int(partition.lo[j]),
+            int(partition.hi[j]),
+            int(partition.keep[j]),
+            lane_key(partition.seed, partition.plan, qid, sid),
+        )
+        if idx.size == 0:
+            continue
+        feed = cached_feed(partition.feeds[int(partition.feed[j])])
+        payload = feed.payload(sid, idx)
+        n = idx.size
+        cols["query_id"].append(np.full(n, qid, dtype=np.int32))
+        cols["source_id"].append(np.full(n, sid, dtype=np.int32))
+        cols["key"].append(np.asarray(payload["key"], dtype=np.int64))
+        cols["value"].append(np.asarray(payload["value"], dtype=np.float64))
+        cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
+        cols["event_ts"].append(_micros(feed.event_time(sid, idx), partition.epoch_us))
+        cols["arrival_ts"].append(_micros(feed.arrival_time(sid, idx), partition.epoch_us))
+    arrays = []
+    for f in ARROW_SCHEMA:
+        parts = cols[f.name]
+        data = np.concatenate(parts) if parts else np.empty(0, dtype=_NP_TYPES[f.name])
+        arrays.append(pa.array(data, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
+_NP_TYPES = {
+    "query_id": np.int32,
+    "source_id": np.int32,
+    "key": np.int64,
+    "value": np.float64,
+    "sic": np.float64,
+    "event_ts": np.int64,
+    "arrival_ts": np.int64,
+}
+
+
+def _micros(seconds: np.ndarray, epoch_us: int) -> np.ndarray:
+    return np.rint(np.asarray(seconds, dtype=np.float64) * 1e6).astype(np.int64) + np.int64(
+        epoch_us
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The PySpark data source
+
+
+@dataclass(frozen=True, kw_only=True)
+class SourceOptions:
+    """The data source's options, parsed and validated.
+
+    Raises
+    ------
+    ConfigError
+        A missing or malformed option (the message names it).
+
+    Examples
+    --------
+    >>> o = SourceOptions.parse({"address": "127.0.0.1:9", "authkey": "00ff", "plan": "avg"})
+    >>> o.plan, o.partitions
+    ('avg', 2)
+    """
+
+    address: str
+    authkey: str
+    plan: str
+    partitions: int = 2
+    timeout_s: float = 30.0
+    from_s: float | None = None
+    until_s: float | None = None
+    chunk_rows: int = 500_000
+
+    @classmethod
+    def parse(cls, options: Mapping[str, str]) -> SourceOptions:
+        """Read the options Spark passes (case-insensitive string map)."""
+        opts = {str(k).lower(): v for k, v in dict(options).items()}
+        for required in ("address", "authkey", "plan"):
+            if not opts.get(required):
+                raise ConfigError(
+                    f"the spillway source needs the option {required!r}; a Node sets it "
+                    "(see spillway.spark.node.Node)"
+                )
+        from spillway.spark.channel import parse_address
+
+        parse_address(opts["address"])
+        try:
+            bytes.fromhex(opts["authkey"])
+        except ValueError:
+            raise ConfigError("option 'authkey' must be hex text") from None
+
+        def num(name: str, kind: type, default: Any) -> Any:
+            if name not in opts:
+                return default
+            try:
+                return kind(opts[name])
+            except ValueError:
+                raise ConfigError(
+                    f"option {name!r} must be a {kind.__name__}, got {opts[name]!r}"
+                ) from None
+
+        parts = num("partitions", int, 2)
+        if parts < 1:
+            raise ConfigError(f"option 'partitions' must be >= 1, got {parts}")
+        return cls(
+            address=opts["address"],
+            authkey=opts["authkey"],
+            plan=opts["plan"],
+            partitions=parts,
+            timeout_s=num("timeout_s", float, 30.0),
+            from_s=num("from_s", float, None),
+            until_s=num("until_s", float, None),
+            chunk_rows=num("chunk_rows", int, 500_000),
+        )
+
+
+def source_options(address: str, authkey: bytes, plan: str, **extra: Any) -> dict[str, str]:
+    """The option map a reader of ``plan`` needs (all values as strings).
+
+    >>> source_options("127.0.0.1:9", b"\\x01", "avg")["authkey"]
+    '01'
+    """
+    out = {"address": address, "authkey": authkey.hex(), "plan": plan}
+    out.update({k: str(v) for k, v in extra.items()})
+    return out
+
+
+class _ControllerLink:
+    """Lazily connected client + the plan description (never pickled to executors)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._client: Any = None
+        self._desc: PlanDescription | None = None
+
+    @property
+    def client(self) -> Any:
+        if self._client is None:
+            from spillway.spark.channel import ControlClient
+
+            self._client = ControlClient(
+                self.options.address, self.options.authkey, timeout_s=self.options.timeout_s
+            )
+        return self._client
+
+    def describe(self) -> PlanDescription:
+        if self._desc is None:
+            self._desc = PlanDescription.from_dict(
+                self.client.call("describe", plan=self.options.plan)
+            )
+        return self._desc
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"options": self.options, "_client": None, "_desc": self._desc}
+
+
+class SpillwayStreamReader(DataSourceStreamReader):
+    """Driver side: offsets from the controller; executors: rows from the offsets alone."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self._link = _ControllerLink(options)
+
+    def initialOffset(self) -> dict:
+        o = self._link.options
+        return dict(self._link.client.call("initial", plan=o.plan))
+
+    def latestOffset(self, start: dict, limit: Any) -> dict:
+        o = self._link.options
+        return dict(self._link.client.call("latest", plan=o.plan, start=start))
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        desc = self._link.describe()
+        return plan_partitions(
+            desc,
+            PlanOffset.from_json(start),
+            PlanOffset.from_json(end),
+            self._link.options.partitions,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SpillwayPartition):
+            raise InputDataError(f"unexpected partition {partition!r}")
+        yield read_partition(partition)
+
+    def commit(self, end: dict) -> None:
+        o = self._link.options
+        self._link.client.call("commit", plan=o.plan, end=end)
+
+    def stop(self) -> None:
+        self._link.close()
+
+
+class SpillwayBatchReader(DataSourceReader):
+    """Keep-all batch read of ``[from_s, until_s)`` (exact answers)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        if options.from_s is None or options.until_s is None:
+            raise ConfigError(
+                "a batch read of the spillway source needs the options 'from_s' and 'until_s' "
+                "(feed seconds); use readStream for streaming"
+            )
+        self._link = _ControllerLink(options)
+
+    def partitions(self) -> Sequence[InputPartition]:
+        o = self._link.options
+        assert o.from_s is not None and o.until_s is not None
+        desc = self._link.describe()
+        self._link.close()
+        return plan_batch_partitions(
+            desc,
+            from_s=o.from_s,
+            until_s=o.until_s,
+            n_partitions=o.partitions,
+            chunk_rows=o.chunk_rows,
+        )
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, SpillwayPartition):
+            raise InputDataError(f"unexpected partition {partition!r}")
+        yield read_partition(partition)
+
+
+class SpillwayDataSource(DataSource):
+    """``format("spillway")``: a node's plan as a stream (shed) or a time range (keep-all)."""
+
+    @classmethod
+    def name(cls) -> str:
+        return SOURCE_NAME
+
+    def schema(self) -> StructType:
+        return SCHEMA
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return SpillwayStreamReader(SourceOptions.parse(self.options))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return SpillwayBatchReader(SourceOptions.parse(self.options))
+
+
+def register_source(spark: Any) -> None:
+    """Register ``format("spillway")`` with a SparkSession (once per session)."""
+    if getattr(spark, "_spillway_source_registered", False):
+        return
+    spark.dataSource.register(SpillwayDataSource)
+    spark._spillway_source_registered = True

@@ -1,0 +1,232 @@
+"""Node: controller + channel + one streaming query per plan + listener, end to end on Spark."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from spillway.config import NodeConfig, QuerySpec
+from spillway.errors import ConfigError, SpillwayError
+from spillway.spark.node import RESULT_COLUMNS, Node, feed_seed, plan_layout
+from tests.spark.test_controller import RandomShare
+
+
+def _queries(rate=300.0, window_s=0.5):
+    return (
+        QuerySpec(name="a0", kind="avg", feed="gaussian", rate=rate, window_s=window_s),
+        QuerySpec(name="a1", kind="avg", feed="uniform", rate=2 * rate, window_s=window_s),
+        QuerySpec(name="m0", kind="max", feed="gaussian", rate=rate, window_s=window_s),
+    )
+
+
+def _config(tmp_path, **kw):
+    return NodeConfig(
+        queries=_queries(), trigger_s=0.5, stw_s=2.0, seed=3, checkpoint_dir=str(tmp_path), **kw
+    )
+
+
+def test_plan_layout_and_seeds():
+    cfg = NodeConfig(queries=_queries() + (QuerySpec(name="a2", kind="avg", feed="gaussian"),))
+    assert plan_layout(cfg) == [
+        ("avg-0.5s", "avg", 0.5, [0, 1]),
+        ("max", "max", 0.5, [2]),
+        ("avg-1s", "avg", 1.0, [3]),
+    ]
+    assert len({feed_seed(3, i) for i in range(100)}) == 100
+
+
+def test_node_argument_errors():
+    cfg = NodeConfig(queries=_queries())
+    with pytest.raises(ConfigError, match="config must be a NodeConfig"):
+        Node({"queries": []})
+    with pytest.raises(ConfigError, match="clock must be 'wall', 'logical' or a callable"):
+        Node(cfg, clock="sundial")
+    with pytest.raises(ConfigError, match="capacity_tuples_per_s must be a number >= 0"):
+        Node(cfg, capacity_tuples_per_s=-5)
+    with pytest.raises(SpillwayError, match="the node is not started"):
+        Node(cfg).history()
+
+
+def _wait_batches(node, n, timeout_s=45.0):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        done = {p: {b for q, b in node.store.batches() if q == p} for p in node.plans}
+        if all(len(v) >= n for v in done.values()):
+            return
+        for p in node.plans:
+            assert node.query_error(p) is None
+        time.sleep(0.2)
+    raise AssertionError(f"fewer than {n} batches per plan within {timeout_s} s")
+
+
+@pytest.mark.spark
+def test_wall_clock_node_runs_sheds_and_reports(spark, tmp_path):
+    node = Node(_config(tmp_path), spark=spark, capacity_tuples_per_s=1000)  # balance-sic
+    node.start()  # returns once every plan's source is connected: feed time starts then
+    try:
+        assert node.controller.plans_asked() == {"avg", "max"}
+        _wait_batches(node, 4)
+        snap = node.snapshot()
+        hist = node.history()
+        results = node.results()
+    finally:
+        node.stop()
+    assert [q.name for q in snap.queries] == ["a0", "a1", "m0"]
+    assert snap.policy == "balance-sic"
+    assert snap.capacity_tuples_per_s == pytest.approx(1000.0)
+    assert 0 < snap.jain <= 1 and snap.t > 1.0
+    a0, a1, _ = snap.queries
+    # arrival rates are measured per slide over the STW: a1 gets twice a0's 300 tuples/s
+    assert a1.arrival_rate == pytest.approx(600, rel=0.15)
+    assert a0.arrival_rate == pytest.approx(300, rel=0.15)
+    # 1,200 tuples/s arrive and 1,000 fit: the node sheds, and never keeps above capacity
+    assert 0 < a1.kept_fraction < 1 and a1.rows_kept <= a1.rows_in
+    assert all(r.admitted_tuples <= 500 for r in hist)  # 1000/s · 0.5 s
+    assert any(r.admitted_tuples < r.arrived_tuples for r in hist)
+    done = [r for r in hist if r.processed_tuples > 0]
+    assert done and all(r.batch_s > 0 for r in done)
+    latencies = [v for r in hist for v in r.query_latency_s.values()]
+    assert latencies and min(latencies) > 0  # results attributed to the interval they ended in
+    # Spark processed what was admitted (decisions still in flight at stop are not counted)
+    assert sum(r.processed_tuples for r in hist) <= sum(r.admitted_tuples for r in hist)
+    assert node.controller.batches("avg")  # the listener fed the cost model
+    assert list(results.columns) == list(RESULT_COLUMNS)
+    assert set(results["query"]) == {"a0", "a1", "m0"}
+    assert (results["latency_s"] > 0).all() and (results["sic"] > 0).all()
+    assert (snap.queries[0].latency_p95_s > 0) and snap.queries[0].sic > 0
+
+
+def test_run_ticks_and_always_stops(monkeypatch):
+    node = Node(NodeConfig(queries=_queries()))
+    calls = []
+    monkeypatch.setattr(node, "start", lambda: calls.append("start"))
+    monkeypatch.setattr(node, "stop", lambda: calls.append("stop"))
+    monkeypatch.setattr(node, "snapshot", lambda: "snap")
+    ticks = []
+    node.run(0.35, on_tick=ticks.append, tick_s=0.1)
+    assert calls == ["start", "stop"] and 3 <= len(ticks) <= 4 and set(ticks) == {"snap"}
+
+    def boom(_):
+        raise RuntimeError("tick failed")
+
+    with pytest.raises(RuntimeError, match="tick failed"):
+        node.run(1.0, on_tick=boom, tick_s=0.05)
+    assert calls[-1] == "stop"
+    with pytest.raises(ConfigError, match="duration_s and tick_s must be > 0"):
+        node.run(0)
+
+
+@pytest.mark.spark
+def test_unshed_results_equal_the_exact_answers(spark, tmp_path):
+    node = Node(
+        _config(tmp_path),
+        spark=spark,
+        clock="logical",
+        policy=RandomShare(seed=1),
+        capacity_tuples_per_s=1e9,
+    )
+    node.start()
+    try:
+        _wait_batches(node, 4)
+        shed = node.results()
+        exact = node.exact_results(until_s=2.0)
+    finally:
+        node.stop()
+    shed = shed[shed.window_start < shed.window_start.min() + np.timedelta64(2, "s")]
+    key = ["query", "window_start", "rank"]
+    shed = shed.sort_values(key).reset_index(drop=True)
+    exact = exact.sort_values(key).reset_index(drop=True)
+    assert len(exact) == 3 * 4  # 3 queries, four 0.5 s windows
+    assert shed[key].equals(exact[key])
+    assert shed["n_in"].tolist() == exact["n_in"].tolist()
+    assert np.allclose(shed["value"], exact["value"])
+    assert exact["latency_s"].isna().all()
+    # Eq. 1 stamps: both runs give a window about 0.5 s / 2 s STW of its query's SIC
+    assert np.allclose(exact["sic"], 0.25, rtol=0.1)
+    assert np.allclose(shed["sic"], 0.25, rtol=0.1)
+
+
+def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypatch):
+    from dataclasses import replace
+
+    from spillway.control import initial_state
+    from spillway.spark.controller import DEFAULT_COST_MODEL
+
+    cfg = NodeConfig(queries=_queries(), trigger_s=1.0, overload=2.0)  # 1,200 tuples/s in all
+    node = Node(cfg)
+    fits = iter([(0.2, 1e-9), (0.2, 1e-5), (0.2, 2e-5)])  # (overhead s, per-tuple s) per round
+    scales = []
+
+    def fake_round(phase):
+        scales.append(node.rate_scale)
+        overhead, per_tuple = next(fits)
+        st = replace(initial_state(DEFAULT_COST_MODEL), overhead_s=overhead, per_tuple_s=per_tuple)
+        return {"avg": st, "max": st}, {"avg": 5, "max": 5}
+
+    monkeypatch.setattr(node, "_calibration_round", fake_round)
+    node._calibrate()
+    # budget 1 s - 2 plans x 0.2 s = 0.6 s. Round 1 extrapolates 0.6 s / 1e-9 s: far beyond
+    # 4 x 1,200/s, so round 2 runs at 4x (the step limit); its 60,000/s is beyond 4 x 4,800/s,
+    # so round 3 runs at 16x (the step limit again); its 30,000/s is within reach: done
+    assert scales == pytest.approx([1.0, 4.0, 16.0])
+    cal = node.calibration
+    assert [r["rate"] for r in cal["rounds"]] == pytest.approx([1200.0, 4800.0, 19200.0])
+    assert cal["capacity_tuples_per_s"] == pytest.approx(0.6 / 2e-5)
+    assert node.rate_scale == pytest.approx(2.0 * cal["capacity_tuples_per_s"] / 1200.0)
+
+    node = Node(cfg)
+    monkeypatch.setattr(
+        node,
+        "_calibration_round",
+        lambda phase: (
+            {"avg": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=0.7)}
+            | {"max": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=0.7)},
+            {"avg": 5, "max": 5},
+        ),
+    )
+    with pytest.raises(SpillwayError, match=r"fixed cost of a micro-batch \(0.70 s\) fills"):
+        node._calibrate()
+
+
+@pytest.mark.spark
+def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_path):
+    # An AVG plan processes millions of rows/s here; calibrating far below that would take
+    # several rounds (see the unit test above), so the configured rate is already high.
+    queries = (
+        QuerySpec(name="a0", kind="avg", feed="gaussian", rate=200_000.0, window_s=1.5),
+        QuerySpec(name="a1", kind="avg", feed="uniform", rate=100_000.0, window_s=1.5),
+    )
+    cfg = NodeConfig(
+        queries=queries,
+        trigger_s=1.5,
+        stw_s=3.0,
+        overload=3.0,
+        calibrate_s=1.0,
+        checkpoint_dir=str(tmp_path),
+    )
+    node = Node(cfg, spark=spark, policy=RandomShare(seed=2))
+    node.calibration_min_batches = 4
+    node.start()
+    try:
+        _wait_batches(node, 2)
+        cal = node.calibration
+        hist = node.history()
+        snap = node.snapshot()
+    finally:
+        node.stop()
+    assert cal["batches"]["avg"] >= 4  # the cost model saw calibration batches of varied size
+    assert cal["configured_rate"] == pytest.approx(300_000.0)
+    last = cal["rounds"][-1]
+    assert len(cal["rounds"]) == 3 or cal["capacity_tuples_per_s"] <= 4 * last["rate"]
+    overhead, per_tuple = cal["estimates"]["avg"]
+    assert per_tuple > 1e-8  # identified, not the floor of the cost model
+    # the capacity fills the 1.5 s interval exactly: overhead + per-tuple cost · tuples = 1.5 s
+    assert overhead + per_tuple * 1.5 * cal["capacity_tuples_per_s"] == pytest.approx(1.5)
+    assert cal["target_rate"] == pytest.approx(3.0 * cal["capacity_tuples_per_s"])
+    assert node.rate_scale == pytest.approx(cal["target_rate"] / 300_000.0)
+    # 3x overload: after calibration the node runs at the scaled rates and sheds
+    arrived_per_s = sum(q.arrival_rate for q in snap.queries)
+    assert arrived_per_s == pytest.approx(cal["target_rate"], rel=0.1)
+    assert any(r.admitted_tuples < r.arrived_tuples for r in hist)

@@ -1,0 +1,367 @@
+"""The spillway data source: offsets, partition planning, keep selection, rows (mostly no JVM)."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from spillway.errors import ConfigError, InputDataError
+from spillway.spark.source import (
+    ARROW_SCHEMA,
+    FeedSpec,
+    PlanDescription,
+    PlanOffset,
+    SourceOptions,
+    SpillwayPartition,
+    balance,
+    cached_feed,
+    lane_key,
+    plan_batch_partitions,
+    plan_partitions,
+    read_partition,
+    select_kept,
+    source_options,
+)
+from spillway.testing import ListFeed
+
+
+def _feed(n_sources=3, rate=100.0, seconds=4.0):
+    times = [list(np.arange(0.0, seconds, 1.0 / (rate * (s + 1)))) for s in range(n_sources)]
+    values = [list(np.arange(len(t), dtype=float) + 1000 * s) for s, t in enumerate(times)]
+    keys = [[s] * len(t) for s, t in enumerate(times)]
+    return ListFeed(times=times, values=values, keys=keys)
+
+
+def _desc(feed, plan="avg", seed=3, epoch_us=1_000_000):
+    n = feed.n_sources
+    return PlanDescription(
+        plan=plan,
+        seed=seed,
+        epoch_us=epoch_us,
+        stw_s=2.0,
+        lane_query=(0,) * n,
+        lane_source=tuple(range(n)),
+        lane_feed=(0,) * n,
+        lane_n_sources=(n,) * n,
+        feeds=(FeedSpec.of(feed).dump(),),
+    )
+
+
+def _offset(desc, b, end, keep, sic):
+    return PlanOffset(
+        plan=desc.plan,
+        epoch_us=desc.epoch_us,
+        boundary=b,
+        t_us=b * 10**6,
+        end=end,
+        keep=keep,
+        sic=sic,
+    )
+
+
+# -- offsets ---------------------------------------------------------------------------------
+
+
+def test_offset_json_round_trip_through_text():
+    off = PlanOffset(
+        plan="top5",
+        epoch_us=1_764_000_000_123_456,
+        boundary=17,
+        t_us=17_000_000,
+        end=(10, 0, 123456789),
+        keep=(3, 0, 99),
+        sic=(1 / 3, 0.0, 1e-7 / 7),
+    )
+    text = json.dumps(off.to_json())  # what Spark writes in its offset log
+    back = PlanOffset.from_json(text)
+    assert back == off
+    assert back.sic[2] == 1e-7 / 7  # floats survive exactly
+    assert PlanOffset.from_json(json.loads(text)) == off
+
+
+def test_offset_rejects_foreign_or_broken_offsets():
+    with pytest.raises(InputDataError, match="not a spillway offset of version 1"):
+        PlanOffset.from_json({"v": 99, "plan": "avg"})
+    with pytest.raises(InputDataError, match="not a spillway offset"):
+        PlanOffset.from_json('{"index": 3}')
+    with pytest.raises(InputDataError, match="must be JSON"):
+        PlanOffset.from_json("{nope")
+    good = PlanOffset.initial("avg", n_lanes=2, epoch_us=0).to_json()
+    del good["keep"]
+    with pytest.raises(InputDataError, match="lacks the field 'keep'"):
+        PlanOffset.from_json(good)
+    with pytest.raises(InputDataError, match="one entry per lane"):
+        PlanOffset(plan="a", epoch_us=0, boundary=1, t_us=0, end=(1, 2), keep=(1,), sic=(0, 0))
+    with pytest.raises(InputDataError, match="'end' must hold values >= 0"):
+        PlanOffset(plan="a", epoch_us=0, boundary=1, t_us=0, end=(-1,), keep=(0,), sic=(0,))
+
+
+# -- keep selection --------------------------------------------------------------------------
+
+
+def test_keep_selection_is_deterministic_sorted_and_of_size_k():
+    key = lane_key(5, "avg", 2, 1)
+    a = select_kept(100, 1100, 250, key)
+    b = select_kept(100, 1100, 250, key)
+    assert np.array_equal(a, b)
+    assert a.size == 250 and len(set(a.tolist())) == 250
+    assert a.min() >= 100 and a.max() < 1100 and np.all(np.diff(a) > 0)
+    # Edge cases: all and nothing.
+    assert select_kept(5, 9, 4, key).tolist() == [5, 6, 7, 8]
+    assert select_kept(5, 9, 0, key).size == 0
+    assert select_kept(5, 5, 3, key).size == 0
+
+
+def test_keep_selection_depends_on_lane_seed_and_plan():
+    base = select_kept(0, 1000, 100, lane_key(1, "avg", 0, 0))
+    for other in (
+        lane_key(2, "avg", 0, 0),
+        lane_key(1, "max", 0, 0),
+        lane_key(1, "avg", 1, 0),
+        lane_key(1, "avg", 0, 1),
+    ):
+        assert not np.array_equal(base, select_kept(0, 1000, 100, other))
+
+
+def test_keep_selection_is_spread_uniformly_over_the_range():
+    # The kept tuples are a uniform sample: not the first k, and evenly spread over time.
+    n, k = 20_000, 2_000
+    kept = select_kept(0, n, k, lane_key(0, "avg", 0, 0))
+    counts = np.bincount(kept * 10 // n, minlength=10)
+    assert counts.min() > 0.8 * k / 10 and counts.max() < 1.2 * k / 10
+    assert kept.max() > 0.95 * n and kept.min() < 0.05 * n
+
+
+# -- partitions ------------------------------------------------------------------------------
+
+
+def test_partitions_are_balanced_and_skip_lanes_that_keep_nothing():
+    feed = _feed(n_sources=3)
+    desc = _desc(feed)
+    start = PlanOffset.initial("avg", n_lanes=3, epoch_us=desc.epoch_us)
+    end = _offset(desc, 1, (100, 200, 300), (100, 0, 150), (0.01, 0.02, 0.03))
+    parts = plan_partitions(desc, start, end, 2)
+    assert sorted(p.rows for p in parts) == [100, 150]
+    lanes = sorted(int(s) for p in parts for s in p.source_id)
+    assert lanes == [0, 2]
+    assert plan_partitions(desc, start, end, 5) and len(plan_partitions(desc, start, end, 5)) == 2
+    nothing = _offset(desc, 1, (100, 200, 300), (0, 0, 0), (0.01, 0.02, 0.03))
+    assert plan_partitions(desc, start, nothing) == []
+    assert plan_partitions(desc, start, start) == []
+
+
+def test_partition_ranges_follow_consecutive_offsets():
+    feed = _feed(n_sources=2)
+    desc = _desc(feed)
+    o1 = _offset(desc, 1, (100, 200), (10, 20), (0.1, 0.1))
+    o2 = _offset(desc, 2, (250, 260), (150, 60), (0.1, 0.1))
+    parts = plan_partitions(desc, o1, o2, 1)
+    (p,) = parts
+    assert p.lo.tolist() == [100, 200] and p.hi.tolist() == [250, 260]
+    assert p.keep.tolist() == [150, 60]
+    keep_too_many = _offset(desc, 2, (250, 260), (999, 999), (0.1, 0.1))
+    assert plan_partitions(desc, o1, keep_too_many, 1)[0].rows == 150 + 60
+
+
+def test_partitions_refuse_offsets_of_another_plan_or_going_back():
+    desc = _desc(_feed(n_sources=2))
+    start = PlanOffset.initial("avg", n_lanes=2, epoch_us=0)
+    with pytest.raises(InputDataError, match="belongs to another node config"):
+        plan_partitions(desc, PlanOffset.initial("max", n_lanes=2, epoch_us=0), start)
+    with pytest.raises(InputDataError, match="with 3 lanes"):
+        plan_partitions(desc, PlanOffset.initial("avg", n_lanes=3, epoch_us=0), start)
+    later = _offset(desc, 2, (10, 10), (1, 1), (0.1, 0.1))
+    with pytest.raises(InputDataError, match="lane 0: end offset 5 is before start 10"):
+        plan_partitions(desc, later, _offset(desc, 3, (5, 12), (1, 1), (0.1, 0.1)))
+
+
+def test_balance_is_greedy_longest_first():
+    bins = balance(np.array([10.0, 9.0, 2.0, 2.0, 1.0]), 2)
+    loads = sorted(float(np.array([10.0, 9.0, 2.0, 2.0, 1.0])[b].sum()) for b in bins)
+    assert loads == [12.0, 12.0]
+    assert [b.tolist() for b in balance(np.array([1.0]), 4)] == [[0]]
+
+
+def test_partitions_pickle_small():
+    desc = _desc(_feed(n_sources=3))
+    start = PlanOffset.initial("avg", n_lanes=3, epoch_us=0)
+    end = _offset(desc, 1, (100, 200, 300), (50, 50, 50), (0.1, 0.1, 0.1))
+    for p in plan_partitions(desc, start, end):
+        assert isinstance(p, SpillwayPartition)
+        assert len(pickle.dumps(p)) < 20_000 + len(desc.feeds[0])
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+
+def test_read_regenerates_exactly_the_kept_tuples_with_schema():
+    feed = _feed(n_sources=2, rate=50.0)
+    desc = _desc(feed, epoch_us=1_700_000_000_000_000)
+    o1 = _offset(desc, 1, (40, 70), (40, 70), (0.1, 0.1))
+    o2 = _offset(desc, 2, (90, 170), (10, 100), (0.25, 0.5))
+    batches = [read_partition(p) for p in plan_partitions(desc, o1, o2, 2)]
+    table = pa.Table.from_batches(batches)
+    assert table.schema.equals(ARROW_SCHEMA)
+    assert table.num_rows == 110
+    df = table.to_pandas()
+    for sid, (lo, hi, k, sic) in {0: (40, 90, 10, 0.25), 1: (70, 170, 100, 0.5)}.items():
+        rows = df[df.source_id == sid]
+        idx = select_kept(lo, hi, k, lane_key(desc.seed, "avg", 0, sid))
+        assert rows.value.tolist() == feed.payload(sid, idx)["value"].tolist()
+        assert (rows.key == sid).all() and (rows.sic == sic).all() and (rows.query_id == 0).all()
+        expected_us = np.rint(feed.arrival_time(sid, idx) * 1e6).astype(np.int64) + desc.epoch_us
+        got_us = rows.arrival_ts.dt.as_unit("us").astype("int64").to_numpy()
+        assert got_us.tolist() == expected_us.tolist()
+        assert rows.event_ts.equals(rows.arrival_ts)
+    # Reading the same partitions again gives identical rows (what a replay relies on).
+    again = pa.Table.from_batches([read_partition(p) for p in plan_partitions(desc, o1, o2, 2)])
+    assert again.equals(table)
+
+
+def test_read_of_an_empty_lane_yields_an_empty_batch_with_schema():
+    feed = _feed(n_sources=1)
+    p = SpillwayPartition(
+        plan="avg",
+        seed=0,
+        epoch_us=0,
+        feeds=(FeedSpec.of(feed).dump(),),
+        query_id=np.array([0], np.int32),
+        source_id=np.array([0], np.int32),
+        feed=np.array([0]),
+        lo=np.array([5]),
+        hi=np.array([5]),
+        keep=np.array([0]),
+        sic=np.array([0.0]),
+    )
+    batch = read_partition(p)
+    assert batch.num_rows == 0 and batch.schema.equals(ARROW_SCHEMA)
+
+
+def test_registered_feed_spec_rebuilds_the_same_feed():
+    from spillway.feeds import make_feed
+
+    settings = dict(n_sources=2, rate=300.0, seed=11)
+    spec = FeedSpec.registered("gaussian", **settings)
+    a, b = make_feed("gaussian", **settings), cached_feed(spec.dump())
+    idx = np.arange(50)
+    assert np.array_equal(a.payload(1, idx)["value"], b.payload(1, idx)["value"])
+    assert np.array_equal(a.count(3.0), b.count(3.0))
+    assert cached_feed(spec.dump()) is b  # built once per process
+    with pytest.raises(ConfigError, match="needs a feed name or a pickled feed"):
+        FeedSpec().build()
+    with pytest.raises(InputDataError, match="expected a FeedSpec"):
+        FeedSpec.load(pickle.dumps({"not": "a spec"}))
+
+
+def test_batch_partitions_keep_everything_in_the_range_in_chunks():
+    feed = _feed(n_sources=2, rate=100.0, seconds=4.0)  # 100/s and 200/s
+    desc = _desc(feed)
+    parts = plan_batch_partitions(desc, from_s=1.0, until_s=3.0, n_partitions=2, chunk_rows=150)
+    table = pa.Table.from_batches([read_partition(p) for p in parts])
+    df = table.to_pandas()
+    expected = {s: int(feed.count(3.0)[s] - feed.count(1.0)[s]) for s in range(2)}
+    assert df.groupby("source_id").size().to_dict() == expected
+    assert max(p.rows for p in parts) - min(p.rows for p in parts) <= 150
+    # Eq. 1 from the lane's mean rate: each source's tuples of one STW sum to 1/|S|.
+    per_source_stw = df.groupby("source_id").sic.sum() * desc.stw_s / 2.0
+    assert np.allclose(per_source_stw.to_numpy(), 1 / 2)
+    with pytest.raises(ConfigError, match="0 <= from_s < until_s"):
+        plan_batch_partitions(desc, from_s=3.0, until_s=1.0)
+    with pytest.raises(ConfigError, match="chunk_rows must be >= 1"):
+        plan_batch_partitions(desc, from_s=0.0, until_s=1.0, chunk_rows=0)
+
+
+def test_source_options():
+    opts = source_options("127.0.0.1:4000", b"\x01\x02", "avg", partitions=3, from_s=1.5)
+    parsed = SourceOptions.parse({k.upper(): v for k, v in opts.items()})  # case-insensitive
+    assert (parsed.plan, parsed.partitions, parsed.from_s, parsed.authkey) == (
+        "avg",
+        3,
+        1.5,
+        "0102",
+    )
+    with pytest.raises(ConfigError, match="needs the option 'plan'"):
+        SourceOptions.parse({"address": "127.0.0.1:1", "authkey": "00"})
+    with pytest.raises(ConfigError, match="control address must be 127.0.0.1"):
+        SourceOptions.parse({"address": "10.1.1.1:1", "authkey": "00", "plan": "a"})
+    with pytest.raises(ConfigError, match="'authkey' must be hex"):
+        SourceOptions.parse({"address": "127.0.0.1:1", "authkey": "xyz", "plan": "a"})
+    with pytest.raises(ConfigError, match="'partitions' must be a int"):
+        SourceOptions.parse({**opts, "partitions": "two"})
+    with pytest.raises(ConfigError, match="'partitions' must be >= 1"):
+        SourceOptions.parse({**opts, "partitions": "0"})
+
+
+# -- through Spark ---------------------------------------------------------------------------
+
+
+@pytest.mark.spark
+def test_streaming_run_through_the_source_sheds_exactly_what_the_offsets_say(spark, tmp_path):
+    import time
+
+    from spillway.spark.channel import ControlServer
+    from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
+    from spillway.spark.source import register_source
+    from tests.spark.test_controller import RandomShare
+
+    feed = _feed(n_sources=2, rate=60.0, seconds=20.0)  # 60/s and 120/s
+    plan = PlanSpec(
+        name="avg", kind="avg", window_s=0.5, queries=(PlanQuery(query_id=0, name="q", feed=feed),)
+    )
+    cfg = ControllerConfig(clock="logical", trigger_s=0.5, stw_s=2.0, capacity_tuples=50, seed=4)
+    controller = NodeController(cfg, [plan], RandomShare(), epoch_s=1_700_000_000.0)
+    batches = {}
+
+    def collect(df, batch_id):
+        batches[batch_id] = df.toPandas()
+
+    register_source(spark)
+    with ControlServer(controller.handle) as server:
+        opts = source_options(server.address_text, server.authkey, "avg")
+        q = (
+            spark.readStream.format("spillway")
+            .options(**opts)
+            .load()
+            .writeStream.foreachBatch(collect)
+            .option("checkpointLocation", str(tmp_path / "ckpt"))
+            .trigger(processingTime="0.25 seconds")
+            .start()
+        )
+        try:
+            deadline = time.monotonic() + 45
+            while len(batches) < 4 and time.monotonic() < deadline and q.isActive:
+                time.sleep(0.2)
+        finally:
+            q.stop()
+    assert q.exception() is None
+    assert len(batches) >= 4
+    desc = controller.describe("avg")
+    offsets = {}
+    for b in range(4):
+        lines = (tmp_path / "ckpt" / "offsets" / str(b)).read_text().splitlines()
+        offsets[b] = PlanOffset.from_json(lines[-1])
+    prev = PlanOffset.initial("avg", n_lanes=2, epoch_us=desc.epoch_us)
+    for b in range(4):
+        got = batches[b].sort_values(["source_id", "arrival_ts", "value"]).reset_index(drop=True)
+        end = offsets[b]
+        assert end.t_us == (b + 1) * 500_000  # one 0.5 s window per batch, window-aligned
+        assert len(got) == sum(end.keep) <= 50  # the fixed capacity
+        expected = (
+            pa.Table.from_batches([read_partition(p) for p in plan_partitions(desc, prev, end)])
+            .to_pandas()
+            .sort_values(["source_id", "arrival_ts", "value"])
+            .reset_index(drop=True)
+        )
+        assert got["value"].tolist() == expected["value"].tolist()
+        assert got["sic"].tolist() == expected["sic"].tolist()
+        # toPandas gives naive UTC timestamps (session time zone UTC); compare in microseconds
+        got_us = got["arrival_ts"].dt.as_unit("us").astype("int64")
+        exp_us = expected["arrival_ts"].dt.tz_convert(None).dt.as_unit("us").astype("int64")
+        assert got_us.tolist() == exp_us.tolist()
+        t0_us = desc.epoch_us + b * 500_000
+        assert ((got_us >= t0_us) & (got_us < t0_us + 500_000)).all()  # one whole window
+        prev = end
