@@ -47,7 +47,9 @@ class ListFeed(Feed):
         keys: Sequence[Sequence[int]] | None = None,
     ) -> None:
         if len(times) != len(values):
-            raise ConfigError(f"times and values need one list per source: {len(times)} vs {len(values)}")
+            raise ConfigError(
+                f"times and values need one list per source: {len(times)} vs {len(values)}"
+            )
         self._t = [np.asarray(t, dtype=np.float64) for t in times]
         self._v = [np.asarray(v, dtype=np.float64) for v in values]
         self._k = [
@@ -96,9 +98,9 @@ def local_spark(app_name: str = "spillway-test", **conf: Any) -> Any:
 
     Extra ``conf`` entries are passed to the builder (dots as in Spark: use a dict to pass them).
     """
-    from spillway.spark.session import configure_spark
-
     from pyspark.sql import SparkSession
+
+    from spillway.spark.session import configure_spark
 
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     builder = configure_spark(builder, test=True)

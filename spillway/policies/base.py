@@ -40,9 +40,7 @@ def _as(arr: Any, dtype: type, name: str, n: int | None) -> np.ndarray:
     if out.ndim != 1:
         raise ConfigError(f"Backlog.{name} must be one-dimensional, got shape {out.shape}")
     if n is not None and out.shape[0] != n:
-        raise ConfigError(
-            f"Backlog.{name} must have one entry per lane ({n}), got {out.shape[0]}"
-        )
+        raise ConfigError(f"Backlog.{name} must have one entry per lane ({n}), got {out.shape[0]}")
     return out
 
 
@@ -107,7 +105,11 @@ class Backlog:
             raise ConfigError(f"Backlog.count must be >= 0, got {self.count.min()}")
         if n and (self.tuple_sic.min() < 0 or not np.isfinite(self.tuple_sic).all()):
             raise ConfigError("Backlog.tuple_sic must be finite and >= 0")
-        if self.cost is not None and n and (self.cost.min() <= 0 or not np.isfinite(self.cost).all()):
+        if (
+            self.cost is not None
+            and n
+            and (self.cost.min() <= 0 or not np.isfinite(self.cost).all())
+        ):
             raise ConfigError("Backlog.cost must be finite and > 0 (None means 1 per tuple)")
 
     @property
