@@ -54,6 +54,7 @@ from spillway.feeds.base import PAYLOAD_COLUMNS, Feed
 from spillway.feeds.cluster import ClusterFeed
 from spillway.feeds.generated import GeneratedFeed
 from spillway.feeds.options import construct
+from spillway.feeds.packets import PacketFeed
 from spillway.feeds.profiles import (
     PROFILES,
     BurstyProfile,
@@ -63,7 +64,6 @@ from spillway.feeds.profiles import (
     StepProfile,
     make_profile,
 )
-from spillway.feeds.packets import PacketFeed
 from spillway.feeds.replay import ReplayFeed
 from spillway.feeds.synthetic import ExponentialFeed, GaussianFeed, MixedFeed, UniformFeed
 from spillway.feeds.tasks import TaskFeed
