@@ -26,7 +26,13 @@ Registered:
 - ``cod-drift`` (:mod:`~spillway.experiments.cod_drift`): CoD Fig. 2, concept distance and
   overlap between consecutive windows of the top-10 query on the taxi feed;
 - ``cod-accuracy`` (:mod:`~spillway.experiments.cod_accuracy`): CoD Figs. 9-10, error of
-  uniform and cod shedding on the taxi, tasks and packets workloads.
+  uniform and cod shedding on the taxi, tasks and packets workloads;
+- ``sic-correlation`` (:mod:`~spillway.experiments.sic_correlation`): THEMIS Figs. 6-7 / DISSP
+  §6, SIC against result error on Spark with a random shedder as load rises;
+- ``single-node-fairness`` (:mod:`~spillway.experiments.single_node_fairness`): THEMIS Fig. 8,
+  Jain's index of BALANCE-SIC and random shedding as queries are added;
+- ``stw-validation`` (:mod:`~spillway.experiments.stw_validation`): THEMIS §7, mean SIC of
+  underloaded TOP-5 queries with a 10 s and a 100 s source time window.
 
 Examples
 --------
@@ -37,7 +43,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
 """
 
 from __future__ import annotations
@@ -45,12 +51,21 @@ from __future__ import annotations
 from types import ModuleType
 
 from spillway.errors import UnknownNameError
-from spillway.experiments import cod_accuracy, cod_drift
+from spillway.experiments import (
+    cod_accuracy,
+    cod_drift,
+    sic_correlation,
+    single_node_fairness,
+    stw_validation,
+)
 
 #: Registry: experiment name → module (see the module docstring for the contract).
 EXPERIMENTS: dict[str, ModuleType] = {
     "cod-drift": cod_drift,
     "cod-accuracy": cod_accuracy,
+    "sic-correlation": sic_correlation,
+    "single-node-fairness": single_node_fairness,
+    "stw-validation": stw_validation,
 }
 
 

@@ -1,0 +1,343 @@
+"""Running one level of an experiment on a spillway Node and collecting what it measured.
+
+An experiment level is one :class:`~spillway.spark.node.Node` run: start the node, sample its
+snapshot every tick (query SIC over the STW, THEMIS Eq. 4; kept share; p95 latency), stop its
+streaming queries, and optionally compute the exact answers of the same feeds with nothing
+shed (the node's batch Spark job, :meth:`~spillway.spark.node.Node.exact_results`). The
+experiments only analyse the returned :class:`LevelRun`; nothing here models Spark.
+
+Feed time (seconds since the node's epoch) is the clock of every table: ``t`` columns are
+feed seconds, so windows and ticks of one run line up.
+
+Examples
+--------
+>>> import pandas as pd
+>>> ts = pd.to_datetime([100.0, 101.0], unit="s", utc=True)
+>>> feed_seconds(ts, epoch_s=99.0).tolist()
+[1.0, 2.0]
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spillway.config import NodeConfig
+from spillway.errors import ConfigError, SpillwayError
+from spillway.policies.base import Policy
+from spillway.status import IntervalRecord
+
+#: Failures worth a fresh start: Spark waits a fixed 10 s for a new Python worker to connect.
+TRANSIENT = ("Python worker failed to connect back",)
+
+#: Columns of :attr:`LevelRun.ticks`.
+TICK_COLUMNS = (
+    "t",
+    "query",
+    "kind",
+    "sic",
+    "kept_fraction",
+    "latency_p95_s",
+    "arrival_rate",
+    "capacity_tuples_per_s",
+    "processed_tuples_per_s",
+)
+
+
+def feed_seconds(timestamps: Any, epoch_s: float) -> np.ndarray:
+    """UTC timestamps (pandas) as feed seconds since the node's epoch."""
+    ts = pd.to_datetime(pd.Series(timestamps), utc=True)
+    unix = (ts - pd.Timestamp(0, tz="UTC")).dt.total_seconds()
+    return unix.to_numpy(dtype=np.float64) - float(epoch_s)
+
+
+@dataclass(frozen=True, kw_only=True)
+class LevelRun:
+    """What one node run measured.
+
+    Attributes
+    ----------
+    results : shed result rows (``Node.results()`` plus ``query_id`` and feed-time ``t``).
+    exact : exact result rows of the same windows with nothing shed (same columns), or None.
+    ticks : one row per (tick, query) of the node's snapshots (:data:`TICK_COLUMNS`).
+    history : the controller's interval records.
+    until_s : feed time up to which exact answers were computed (0 without them).
+    epoch_s : the node's feed-time origin in Unix seconds.
+    ready_s : feed time when every plan had finished its first micro-batches (the cold start:
+        Spark starting Python workers); measurements should start after it.
+    wall_s : wall-clock seconds the run took (start to stop, exact job included).
+    calibration : what the node's overload calibration measured (None without it).
+    rate_scale : factor the node applied to every configured rate.
+    batches : per plan, the measured micro-batches (rows, duration) the listener saw.
+    attempts : starts it took (see ``retries`` of :func:`run_level`).
+    """
+
+    results: pd.DataFrame
+    exact: pd.DataFrame | None
+    ticks: pd.DataFrame
+    history: list[IntervalRecord]
+    until_s: float
+    epoch_s: float
+    ready_s: float
+    wall_s: float
+    calibration: dict[str, Any] | None = None
+    rate_scale: float = 1.0
+    batches: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    attempts: int = 1
+
+
+def experiment_spark(master: str = "local[2]", app_name: str = "spillway-experiment") -> Any:
+    """A SparkSession for experiments (spillway's settings, :func:`configure_spark`)."""
+    from pyspark.sql import SparkSession
+
+    from spillway.spark.session import configure_spark
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    spark = configure_spark(builder).getOrCreate()
+    # Overloaded runs fall behind on purpose: Spark's per-batch warnings would flood the console.
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def _with_time(df: pd.DataFrame, config: NodeConfig, epoch_s: float) -> pd.DataFrame:
+    ids = {q.name: i for i, q in enumerate(config.queries)}
+    out = df.copy()
+    out["query_id"] = [ids[str(n)] for n in out["query"]]
+    out["t"] = feed_seconds(out["window_start"], epoch_s) if len(out) else []
+    return out
+
+
+def run_level(
+    config: NodeConfig,
+    *,
+    spark: Any,
+    duration_s: float,
+    policy: Policy | None = None,
+    capacity_tuples_per_s: float | None = None,
+    exact: bool = False,
+    tick_s: float = 1.0,
+    on_tick: Callable[[float], None] | None = None,
+    retries: int = 2,
+    warm_batches: int = 2,
+    ready_timeout_s: float = 300.0,
+) -> LevelRun:
+    """Run ``config`` on a Node for ``duration_s`` seconds of wall time and collect everything.
+
+    The node's streaming queries are stopped before the exact job runs, so the two never share
+    the cores. ``spark`` must run nothing else meanwhile.
+
+    Parameters
+    ----------
+    config : the node (queries, STW, trigger, seed, ``overload``).
+    spark : the SparkSession (kept running afterwards).
+    duration_s : how long the node streams once it is warm (every plan finished
+        ``warm_batches`` micro-batches; after the calibration when ``overload`` is set).
+    policy : policy object (default: the config's policy by name).
+    capacity_tuples_per_s : fixed node capacity; None measures it (cost models).
+    exact : also compute the exact answers of every window the run covered.
+    tick_s : snapshot period.
+    on_tick : called with the feed time after each snapshot (progress display).
+    retries : how many times a run that failed transiently (:data:`TRANSIENT`: a Python
+        worker that did not connect back within Spark's fixed 10 s, which happens when other
+        work saturates the cores) is started again from scratch.
+    warm_batches : micro-batches every plan must finish before ``duration_s`` starts.
+    ready_timeout_s : how long to wait for that.
+
+    Raises
+    ------
+    SpillwayError
+        A streaming query of the node failed.
+    """
+    for attempt in range(retries + 1):
+        try:
+            return _run_once(
+                config,
+                spark=spark,
+                duration_s=duration_s,
+                policy=policy,
+                capacity_tuples_per_s=capacity_tuples_per_s,
+                exact=exact,
+                tick_s=tick_s,
+                on_tick=on_tick,
+                attempt=attempt,
+                warm_batches=warm_batches,
+                ready_timeout_s=ready_timeout_s,
+            )
+        except SpillwayError as e:
+            if attempt == retries or not any(m in str(e) for m in TRANSIENT):
+                raise
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def _run_once(
+    config: NodeConfig,
+    *,
+    spark: Any,
+    duration_s: float,
+    policy: Policy | None,
+    capacity_tuples_per_s: float | None,
+    exact: bool,
+    tick_s: float,
+    on_tick: Callable[[float], None] | None,
+    attempt: int,
+    warm_batches: int,
+    ready_timeout_s: float,
+) -> LevelRun:
+    from spillway.spark.node import Node
+
+    # Feed time 0 on a whole multiple of every window: tumbling windows start at multiples of
+    # their length in Unix time (``floor(event_ts / window_s)``) while batches end on multiples
+    # in feed time, so the two agree only when the epoch is aligned.
+    align = math.lcm(*(max(1, round(q.window_s * 1000)) for q in config.queries)) / 1000
+    epoch = math.floor(time.time() / align) * align
+    node = Node(
+        config,
+        spark=spark,
+        policy=policy,
+        capacity_tuples_per_s=capacity_tuples_per_s,
+        epoch_s=epoch,
+    )
+    t0 = time.monotonic()
+    rows: list[dict[str, Any]] = []
+    try:
+        node.start()
+        ready = _wait_warm(node, warm_batches, ready_timeout_s)
+        end = time.monotonic() + duration_s
+        while (left := end - time.monotonic()) > 0:
+            time.sleep(min(tick_s, left))
+            _raise_failed(node)
+            snap = node.snapshot()
+            for q in snap.queries:
+                rows.append(
+                    {
+                        "t": snap.t,
+                        "query": q.name,
+                        "kind": q.kind,
+                        "sic": q.sic,
+                        "kept_fraction": q.kept_fraction,
+                        "latency_p95_s": q.latency_p95_s,
+                        "arrival_rate": q.arrival_rate,
+                        "capacity_tuples_per_s": snap.capacity_tuples_per_s,
+                        "processed_tuples_per_s": snap.processed_tuples_per_s,
+                    }
+                )
+            if on_tick is not None:
+                on_tick(snap.t)
+        feed_end = node.controller.feed_time()
+        with warnings.catch_warnings():  # a batch cut short by stop() warns from toPandas
+            warnings.simplefilter("ignore", UserWarning)
+            for q in _node_streams(spark, node):
+                q.stop()
+        epoch = node.controller.epoch_s
+        results = _with_time(node.results(), config, epoch)
+        history = node.history()
+        batches = {p: node.controller.batches(p) for p in node.plans}
+        exact_df = None
+        until = 0.0
+        if exact:
+            until = float(math.floor(feed_end))
+            exact_df = _with_time(node.exact_results(until), config, epoch)
+    finally:
+        node.stop()
+    return LevelRun(
+        results=results,
+        exact=exact_df,
+        ticks=pd.DataFrame(rows, columns=list(TICK_COLUMNS)),
+        history=history,
+        until_s=until,
+        epoch_s=float(epoch),
+        ready_s=ready,
+        wall_s=time.monotonic() - t0,
+        calibration=node.calibration,
+        rate_scale=node.rate_scale,
+        batches=batches,
+        attempts=attempt + 1,
+    )
+
+
+def _node_streams(spark: Any, node: Any) -> list[Any]:
+    """The node's streaming queries (the node names them ``spillway-<plan>-<node id>``).
+
+    Stopping them keeps the node's control channel up, which its exact-answer job needs.
+    """
+    suffix = f"-{id(node):x}"
+    return [q for q in spark.streams.active if (q.name or "").endswith(suffix)]
+
+
+def _wait_warm(node: Any, batches: int, timeout_s: float) -> float:
+    """Wait until every plan of ``node`` finished ``batches`` micro-batches; its feed time."""
+    deadline = time.monotonic() + timeout_s
+    while any(len(node.controller.batches(p)) < batches for p in node.plans):
+        _raise_failed(node)
+        if time.monotonic() > deadline:
+            raise SpillwayError(
+                f"the node's plans did not finish {batches} micro-batches within {timeout_s:g} s"
+            )
+        time.sleep(0.2)
+    return float(node.controller.feed_time())
+
+
+def _raise_failed(node: Any) -> None:
+    for plan in node.plans:
+        err = node.query_error(plan)
+        if err is not None:
+            raise SpillwayError(f"the streaming query of plan {plan!r} failed: {err}")
+
+
+def per_query_mean(ticks: pd.DataFrame, column: str, *, from_s: float) -> pd.Series:
+    """Mean of ``column`` per query over the ticks at feed time ``>= from_s`` (query order kept).
+
+    >>> ticks = pd.DataFrame({"t": [1.0, 2.0, 3.0, 3.0], "query": ["a", "a", "a", "b"],
+    ...                       "sic": [0.0, 0.4, 0.6, 0.9]})
+    >>> per_query_mean(ticks, "sic", from_s=2.0).to_dict()
+    {'a': 0.5, 'b': 0.9}
+    """
+    sel = ticks[ticks["t"] >= from_s]
+    order = list(dict.fromkeys(ticks["query"]))
+    means = sel.groupby("query", sort=False)[column].mean()
+    return means.reindex([q for q in order if q in means.index])
+
+
+def check_positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
+    """Validate an experiment setting that must be a finite number > 0 (or >= 0).
+
+    >>> check_positive("duration_s", 5)
+    5.0
+    >>> check_positive("duration_s", -1)
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: duration_s must be a finite number > 0, got -1
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or value < 0 or (value == 0 and not allow_zero):
+        rule = ">= 0" if allow_zero else "> 0"
+        raise ConfigError(f"{name} must be a finite number {rule}, got {value!r}")
+    return float(value)
+
+
+def check_levels(name: str, levels: Any) -> tuple[int, ...]:
+    """Validate a load sweep: a non-empty, strictly increasing tuple of ints >= 1.
+
+    >>> check_levels("levels", [1, 2, 4])
+    (1, 2, 4)
+    >>> check_levels("levels", (2, 2))
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: levels must be strictly increasing ints >= 1 (queries per step), got (2, 2); list each load step once, smallest first
+    """
+    vals = tuple(levels) if isinstance(levels, list | tuple) else ()
+    ok = bool(vals) and all(isinstance(v, int) and not isinstance(v, bool) for v in vals)
+    ok = ok and vals[0] >= 1 and all(b > a for a, b in zip(vals, vals[1:], strict=False))
+    if not ok:
+        raise ConfigError(
+            f"{name} must be strictly increasing ints >= 1 (queries per step), got {levels!r}; "
+            "list each load step once, smallest first"
+        )
+    return vals

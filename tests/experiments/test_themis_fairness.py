@@ -1,0 +1,150 @@
+"""single-node-fairness (THEMIS Fig. 8): config, per-run statistics, checks, outputs."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spillway.errors import ConfigError
+from spillway.experiments import single_node_fairness as nf
+from spillway.experiments._spark_runs import LevelRun
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"levels": (4, 2)}, "levels must be strictly increasing"),
+        ({"target_overload": 0}, "target_overload must be a finite number > 0"),
+        ({"capacity_tuples_per_s": -5.0}, "capacity_tuples_per_s must be a finite number > 0"),
+        ({"warmup_s": 40.0, "duration_s": 30.0}, "warmup_s must be below duration_s"),
+        ({"headroom": 1.5}, r"headroom must be in \(0, 1\]"),
+        ({"seed": 1.5}, "seed must be a non-negative int"),
+    ],
+)
+def test_config_rejects_bad_settings(kwargs, match):
+    with pytest.raises(ConfigError, match=match):
+        nf.FairnessConfig(**kwargs)
+
+
+def test_step_config_is_the_complex_workload():
+    cfg = nf.make_config(quick=True, seed=3)
+    node = nf.step_config(cfg, 2, scale=2.0)
+    kinds = [q.kind for q in node.queries]
+    assert kinds == ["avg_all", "top5", "cov"] * 2
+    assert [q.n_sources for q in node.queries[:3]] == [10, 20, 2]
+    assert all(q.rate == 800.0 and q.feed == "cluster" for q in node.queries)
+    assert node.seed == 3 and node.overload is None
+    assert nf.step_config(cfg, 1, scale=1.0, overload=10.0).overload == 10.0
+
+
+def test_default_capacity_gives_the_papers_rates_and_0_1_at_the_top():
+    cfg = nf.make_config(quick=False, seed=0)
+    top = nf.step_config(cfg, cfg.levels[-1], scale=1.0)
+    scale = cfg.target_overload * cfg.capacity_tuples_per_s / nf.input_rate(top)
+    assert scale == pytest.approx(1.0)
+
+
+def _ticks(values: dict[str, list[float]], t0: float = 0.0) -> pd.DataFrame:
+    rows = []
+    for q, vals in values.items():
+        for i, v in enumerate(vals):
+            rows.append({"t": t0 + i, "query": q, "kind": "top5", "sic": v, "kept_fraction": 0.3,
+                         "latency_p95_s": 2.0, "arrival_rate": 1.0,
+                         "capacity_tuples_per_s": 100.0, "processed_tuples_per_s": 95.0})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_run_stats_average_per_query_after_warmup():
+    ticks = _ticks({"a": [0.0, 0.5, 0.5], "b": [1.0, 0.5, 0.3]})
+    s = nf.run_stats(ticks, warmup_s=1.0)
+    assert s["per_query"].to_dict() == {"a": 0.5, "b": 0.4}
+    assert s["mean_sic"] == pytest.approx(0.45)
+    assert s["std_sic"] == pytest.approx(0.05)
+    assert s["jain"] == pytest.approx(0.81 / (2 * 0.41))
+    assert s["samples"] == 2 and s["kept_fraction"] == pytest.approx(0.3)
+    assert s["min_jain_samples"] == pytest.approx(0.64 / (2 * 0.34))
+
+
+def test_run_stats_without_samples_is_nan():
+    s = nf.run_stats(_ticks({"a": [0.5]}), warmup_s=5.0)
+    assert math.isnan(s["jain"]) and math.isnan(s["jain_samples"]) and s["samples"] == 0
+
+
+def _level(n: int, jbs: float, jr: float, mbs: float) -> dict:
+    return {"queries": 3 * n, "input_rate": 12800.0 * n, "jain_balance_sic": jbs,
+            "jain_random": jr, "mean_sic_balance_sic": mbs, "mean_sic_random": mbs,
+            "std_sic_balance_sic": 0.01, "std_sic_random": 0.02}  # fmt: skip
+
+
+def test_checks_pass_and_fail():
+    good = [_level(1, 0.99, 0.99, 1.0), _level(4, 0.98, 0.9, 0.25), _level(10, 0.97, 0.8, 0.1)]
+    c = nf.checks(good)
+    assert c == {
+        "jain_balance_sic_ge_0.95": True,
+        "balance_sic_fairer_where_random_below_0.95": True,
+        "mean_sic_falls": True,
+    }
+    assert nf.random_below(good) == 2
+    bad = [_level(1, 0.99, 0.99, 0.5), _level(4, 0.9, 0.92, 0.6)]
+    c = nf.checks(bad)
+    assert not any(c.values())
+
+
+def _run(ticks: pd.DataFrame) -> LevelRun:
+    return LevelRun(results=pd.DataFrame(), exact=None, ticks=ticks, history=[], until_s=0.0,
+                    epoch_s=0.0, ready_s=0.0, wall_s=1.0)  # fmt: skip
+
+
+def test_level_record_has_the_issue_keys():
+    cfg = nf.make_config(quick=True, seed=0)
+    node = nf.step_config(cfg, 2, scale=1.0)
+    t_bs = _ticks({"a": [0.5, 0.5], "b": [0.5, 0.5]})
+    t_r = _ticks({"a": [0.2, 0.2], "b": [0.8, 0.8]})
+    stats = {"balance-sic": nf.run_stats(t_bs, warmup_s=0), "random": nf.run_stats(t_r, warmup_s=0)}
+    rec = nf.level_record(2, node, stats, {"balance-sic": _run(t_bs), "random": _run(t_r)})
+    for key in ("queries", "input_rate", "jain_balance_sic", "jain_random",
+                "mean_sic_balance_sic", "mean_sic_random", "std_sic_balance_sic",
+                "std_sic_random"):  # fmt: skip
+        assert key in rec
+    assert rec["queries"] == 6 and rec["input_rate"] == nf.input_rate(node)
+    assert rec["jain_balance_sic"] == 1.0
+    assert rec["jain_random"] == pytest.approx(1.0 / (2 * 0.68))
+    assert rec["capacity_tuples_per_s_balance_sic"] == 100.0
+
+
+def test_write_outputs_writes_summary_csv_plots_and_report(tmp_path):
+    cfg = nf.make_config(quick=True, seed=0)
+    levels = [_level(n, 0.99, 0.97, 1.0 / n) for n in cfg.levels]
+    for lv in levels:
+        for p in ("balance_sic", "random"):
+            for k in ("jain_samples", "min_jain_samples", "kept_fraction",
+                      "capacity_tuples_per_s", "attempts"):  # fmt: skip
+                lv[f"{k}_{p}"] = 0.5
+    ticks = pd.concat(
+        [
+            _ticks({"avg_all/0": list(np.linspace(1, 0.1, 5))}).assign(queries_per_kind=n, policy=p)
+            for n in cfg.levels
+            for p in nf.POLICIES
+        ],
+        ignore_index=True,
+    )
+    points = [{"queries_per_kind": 1, "policy": "random", "query": "cov/0", "sic": 0.4}]
+    measured = {"levels": levels, "points": points, "ticks": ticks, "calibration": None,
+                "rate_scale": 1.0}  # fmt: skip
+    summary = nf.write_outputs(tmp_path, measured, cfg)
+    on_disk = json.loads((tmp_path / "summary.json").read_text())
+    assert on_disk["experiment"] == "single-node-fairness"
+    assert [lv["queries"] for lv in on_disk["levels"]] == [3, 12, 30]
+    assert all(isinstance(v, bool) for v in summary["checks"].values())
+    for name in ("levels.csv", "points.csv", "ticks.csv", "report.md"):
+        assert (tmp_path / name).stat().st_size > 0
+    report = (tmp_path / "report.md").read_text()
+    for png in ("fig8a_mean_sic.png", "fig8b_jain.png", "fig8c_std_sic.png",
+                "fig8d_sic_over_time.png"):  # fmt: skip
+        assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
+        assert f"]({png})" in report
+    assert "528,000" in report and "Paper vs measured" in report
