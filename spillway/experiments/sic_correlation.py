@@ -75,6 +75,11 @@ RHO_LIMITS: dict[str, float] = {"count": -0.8, "top5": -0.7, "cov": -0.7}
 #: AVG error must be below COUNT error at every SIC up to this value (TH-2).
 AVG_BELOW_COUNT_UP_TO = 0.8
 
+#: One line for ``spillway experiment --help``.
+DESCRIPTION = (
+    "THEMIS Figs. 6-7 / DISSP §6: SIC against result error as load rises (random shedder, Spark)"
+)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Case:

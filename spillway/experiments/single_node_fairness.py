@@ -63,6 +63,9 @@ POLICIES: tuple[str, ...] = ("balance-sic", "random")
 #: Issue 3 threshold: Jain's index of BALANCE-SIC at every step.
 JAIN_MIN = 0.95
 
+#: One line for ``spillway experiment --help``.
+DESCRIPTION = "THEMIS Fig. 8: Jain's index of balance-sic and random as queries are added (Spark)"
+
 
 @dataclass(frozen=True, kw_only=True)
 class FairnessConfig:

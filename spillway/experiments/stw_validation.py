@@ -48,6 +48,9 @@ PAPER: dict[float, tuple[float, float]] = {10.0: (0.9700, 0.0064), 100.0: (1.008
 #: Issue 3 / TH-1: both means must lie in this interval.
 MEAN_RANGE = (0.95, 1.02)
 
+#: One line for ``spillway experiment --help``.
+DESCRIPTION = "THEMIS §7: mean SIC of underloaded TOP-5 queries with a 10 s and a 100 s STW (Spark)"
+
 
 @dataclass(frozen=True, kw_only=True)
 class StwRun:
