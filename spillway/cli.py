@@ -45,6 +45,13 @@ DEFAULT_POLICY = "balance-sic"
 DEFAULT_DURATION_S = 120.0
 DEFAULT_OVERLOAD = 3.0
 DEFAULT_MASTER = "local[2]"
+#: Trigger (= shedding) interval of the default node. The node runs one Spark plan for all its
+#: queries, and on ``local[2]`` that plan's fixed cost per micro-batch (six query kinds over 15
+#: queries: about a second, more when other work shares the cores) would leave a 1 s interval
+#: almost no budget for tuples. With 2 s the latency bound is 3 · 2 + 1 = 7 s.
+DEFAULT_TRIGGER_S = 2.0
+#: Spark's log level during ``spillway run``: warnings would garble the live view.
+RUN_LOG_LEVEL = "ERROR"
 TICK_S = 1.0
 
 
@@ -75,10 +82,11 @@ class UsageError(SpillwayError):
 
 
 def spark_node(config: NodeConfig) -> RunnableNode:
-    """The default node factory: a :class:`spillway.spark.node.Node` on its own SparkSession."""
+    """The default node factory: a :class:`spillway.spark.node.Node` on its own SparkSession,
+    with Spark's log level at :data:`RUN_LOG_LEVEL`."""
     from spillway.spark.node import Node
 
-    node: RunnableNode = Node(config)
+    node: RunnableNode = Node(config, log_level=RUN_LOG_LEVEL)
     return node
 
 
@@ -99,7 +107,7 @@ def default_node_config(
     AVG, MAX and COUNT over each synthetic feed (gaussian, uniform, exponential, mixed; one
     source at 400 tuples/s each) and, over the data-centre ``cluster`` feed, AVG-all (10
     sources at 400 t/s), TOP-5 (20 sources at 20 t/s, as THEMIS Fig. 7) and COV (2 sources at
-    400 t/s). With ``overload`` set the node first measures its capacity, then scales every rate
+    400 t/s), on a :data:`DEFAULT_TRIGGER_S` trigger. With ``overload`` set the node first measures its capacity, then scales every rate
     so the total arrival rate is ``overload`` times that capacity.
 
     >>> [q.name for q in default_node_config().queries][-3:]
@@ -116,7 +124,12 @@ def default_node_config(
         QuerySpec(name="cov-cluster", kind="cov", feed="cluster", rate=400.0),
     ]
     return NodeConfig(
-        queries=tuple(queries), policy=policy, seed=seed, overload=overload, master=master
+        queries=tuple(queries),
+        policy=policy,
+        seed=seed,
+        overload=overload,
+        master=master,
+        trigger_s=DEFAULT_TRIGGER_S,
     )
 
 

@@ -3,8 +3,22 @@
 The controller lives in the driver. The spillway sources of the node's Spark plans reach it over
 the loopback channel (:mod:`spillway.spark.channel`); the progress listener feeds it measured
 batches (:mod:`spillway.spark.listener`). It holds, per plan (one Spark streaming query per
-query kind, multiplexing all logical queries of that kind), the plan's lanes (query, source),
-the feeds, and per lane the index up to which tuples have been decided (admitted or shed).
+window length, normally exactly one per node, multiplexing every logical query of that window
+whatever its kind, :class:`PlanSpec`), the plan's lanes (query, source), the feeds, and per
+lane the index up to which tuples have been decided (admitted or shed).
+
+Cost per plan, shared by its lanes
+----------------------------------
+Each plan has one cost model (:mod:`spillway.control.cost_model`: overhead + per-tuple cost
+per micro-batch), fed with the plan's measured batches. The kinds of a mixed plan run in one
+Spark job, so the time of one kind is not separable from the others' and every lane of a plan
+costs the same fitted per-tuple time: the mean cost of a tuple in the mix the plan processed.
+Consequences: the policy cannot prefer cheap tuples (an AVG tuple costs less than a TOP-5
+tuple, but shedding one saves the same budget), which is THEMIS's node model (the buffer is
+charged per tuple, not per operator); and when shedding changes the mix of admitted kinds, the
+real mean cost drifts from the fitted one until the model (forgetting, shift detection)
+catches up: the budget is the same, the tuples that fit it change. One plan also means one
+fixed overhead per interval instead of one per kind.
 
 One decision per interval boundary, for ALL plans
 --------------------------------------------------
@@ -136,15 +150,17 @@ DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
 
 @dataclass(frozen=True, kw_only=True)
 class PlanQuery:
-    """One logical query of a plan: its node-wide id, name and feed.
+    """One logical query of a plan: its node-wide id, name, feed and (optionally) kind.
 
-    ``spec`` tells executors how to rebuild the feed (default: the feed object pickled).
+    ``spec`` tells executors how to rebuild the feed (default: the feed object pickled);
+    ``kind`` is the query kind (``spark.queries.QUERIES`` key), default the plan's.
     """
 
     query_id: int
     name: str
     feed: Feed
     spec: FeedSpec | None = None
+    kind: str | None = None
 
     @property
     def feed_spec(self) -> FeedSpec:
@@ -154,20 +170,35 @@ class PlanQuery:
 
 @dataclass(frozen=True, kw_only=True)
 class PlanSpec:
-    """A Spark plan of the node: one query kind (and window), many logical queries.
+    """A Spark plan of the node: one window length, many logical queries of any kinds.
+
+    A node runs one plan per window length (normally exactly one): one streaming query, one
+    spillway source carrying every lane of its queries, one sink evaluating every kind present.
 
     Parameters
     ----------
     name : the plan's name (also the streaming query's name suffix and the source's ``plan``).
-    kind : query kind (``spark.queries.QUERIES`` key).
+    kind : the query kind of queries that do not name their own (``spark.queries.QUERIES``
+        key); None when every query names its kind.
     window_s : tumbling window of the plan's queries; batches end on its multiples.
     queries : the plan's logical queries.
+
+    Examples
+    --------
+    >>> from spillway.testing import ListFeed
+    >>> feed = ListFeed(times=[[0.5]], values=[[1.0]])
+    >>> plan = PlanSpec(name="mixed", window_s=1.0, queries=(
+    ...     PlanQuery(query_id=0, name="a", feed=feed, kind="avg"),
+    ...     PlanQuery(query_id=1, name="t", feed=feed, kind="top5"),
+    ...     PlanQuery(query_id=2, name="b", feed=feed, kind="avg")))
+    >>> plan.kinds
+    {'avg': (0, 2), 'top5': (1,)}
     """
 
     name: str
-    kind: str
     window_s: float
     queries: tuple[PlanQuery, ...]
+    kind: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "queries", tuple(self.queries))
@@ -175,6 +206,20 @@ class PlanSpec:
             raise ConfigError(f"plan {self.name!r} needs at least one query")
         if not (isinstance(self.window_s, int | float) and self.window_s > 0):
             raise ConfigError(f"plan {self.name!r}: window_s must be > 0, got {self.window_s!r}")
+        untyped = [q.name for q in self.queries if (q.kind or self.kind) is None]
+        if untyped:
+            raise ConfigError(
+                f"plan {self.name!r}: queries {untyped} have no kind; give the plan a kind or "
+                "each query its own"
+            )
+
+    @property
+    def kinds(self) -> dict[str, tuple[int, ...]]:
+        """Query ids per query kind, kinds in order of first appearance."""
+        out: dict[str, list[int]] = {}
+        for q in self.queries:
+            out.setdefault(str(q.kind or self.kind), []).append(q.query_id)
+        return {k: tuple(v) for k, v in out.items()}
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,9 +1,21 @@
-"""A spillway node on Spark: controller + channel + one streaming query per plan + listener.
+"""A spillway node on Spark: controller + channel + one streaming query per window + listener.
 
-:class:`Node` is what the CLI runs (SPARK.md). ``start()`` wires, in the driver:
+:class:`Node` is what the CLI runs (SPARK.md). Like THEMIS's node it has ONE input buffer and
+takes one admission decision per interval: normally ONE Spark streaming query, fed by one
+spillway source that carries the tuples of ALL the node's logical queries whatever their kind
+(told apart by ``query_id``). Its ``foreachBatch`` sink evaluates every kind present in the
+batch (:class:`~spillway.spark.sink.ResultSink`: the batch persisted once, each kind over its
+queries' rows, the results unioned and collected in one job). Queries with different window
+lengths cannot share a batch (a batch ends on a window boundary), so there is one plan per
+window length. One plan means one fixed micro-batch overhead per interval, where a plan per
+kind paid six on the THEMIS mix (measured on ``local[2]``: 6 s of overhead per 1 s interval,
+no capacity left).
 
-- one :class:`~spillway.spark.controller.PlanSpec` per (query kind, window): the logical queries
-  of one kind share one Spark plan (multiplexed by ``query_id``, in config order);
+``start()`` wires, in the driver:
+
+- one :class:`~spillway.spark.controller.PlanSpec` per window (:func:`plan_layout`), named after
+  its kind when all its queries have one kind, ``mixed`` otherwise (``-<w>s`` appended when the
+  node has several windows); query ids in config order;
 - a feed per query (``spillway.feeds.make_feed``, seeded from the node seed and the query's
   position) and the :class:`~spillway.spark.controller.NodeController` with the policy
   (``spillway.policies.make_policy(config.policy, seed=config.seed)`` unless one is given);
@@ -13,7 +25,8 @@
 - per plan one streaming query: ``readStream.format("spillway")`` → ``foreachBatch(ResultSink)``
   with a checkpoint (``<checkpoint_dir>/run/<plan>``) and a ``ProcessingTime(trigger_s)``
   trigger;
-- the :class:`~spillway.spark.listener.ProgressListener` feeding the cost models.
+- the :class:`~spillway.spark.listener.ProgressListener` feeding the cost models (one per plan:
+  the lanes of a plan share one per-tuple cost, see :mod:`spillway.spark.controller`).
 
 ``start()`` returns once every plan's source has connected to the controller; with the wall
 clock, feed time 0 is that moment (the feed does not pile up while Spark starts). ``stop()``
@@ -30,9 +43,15 @@ micro-batches (the first batches of a streaming query
 are slow; the cost model ignores its warm-up batches). The controller holds decisions back in a
 fixed pattern (batches span 1, 2, 1 or 3 intervals of arrivals) so batch sizes vary and the cost
 models can separate each plan's fixed overhead from its per-tuple cost. The capacity is
-``C = (interval − Σ overheads) / mean per-tuple cost / interval`` tuples/s with the plans in the
-configured rate mix and no headroom (:func:`spillway.control.capacity_tuples` with headroom 1):
-what the node can process when it does nothing else.
+``C = (headroom · interval − Σ overheads) / mean per-tuple cost / interval`` tuples/s with the
+plans in the configured rate mix (:func:`spillway.control.capacity_tuples` with the node's
+headroom): what the controller will admit per second, the same estimate the run reports as its
+capacity, so ``overload`` is relative to it. (With headroom 1 the capacity would be what the node
+can process when it does nothing else; it is recorded as ``full_capacity_tuples_per_s``. The two
+differ by far more than the headroom when the fixed cost of a micro-batch takes most of the
+interval, as on ``local[2]``: measured there, a 1.36 s overhead of a 2 s interval leaves 0.24 s
+for tuples at headroom 0.8 and 0.64 s at headroom 1, and an overload of 3 relative to the latter
+was 8 times what the node admitted.)
 
 A fit from batches far below capacity is an extrapolation, and a poor one: at a few thousand
 rows per batch the per-tuple cost hides in the noise of the overhead (measured here: one round
@@ -56,8 +75,8 @@ Examples
 >>> cfg = NodeConfig(queries=(QuerySpec(name="a", kind="avg", feed="gaussian"),
 ...                           QuerySpec(name="b", kind="avg", feed="uniform", window_s=2.0),
 ...                           QuerySpec(name="c", kind="max", feed="gaussian")), stw_s=10.0)
->>> [(name, ids) for name, _, _, ids in plan_layout(cfg)]
-[('avg-1s', [0]), ('avg-2s', [1]), ('max', [2])]
+>>> [(p.name, p.window_s, p.kinds) for p in plan_layout(cfg)]
+[('mixed-1s', 1.0, {'avg': (0,), 'max': (2,)}), ('avg-2s', 2.0, {'avg': (1,)})]
 """
 
 from __future__ import annotations
@@ -71,7 +90,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import pandas as pd
@@ -86,7 +105,7 @@ from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
 from spillway.spark.coordinator import QueryCoordinator
 from spillway.spark.listener import ProgressListener
-from spillway.spark.sink import ResultSink, ResultStore
+from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
@@ -117,22 +136,39 @@ CALIBRATION_REACH = 4.0
 CALIBRATION_STEP = 4.0
 
 
-def plan_layout(config: NodeConfig) -> list[tuple[str, str, float, list[int]]]:
-    """The node's plans: ``(name, kind, window_s, query ids)`` in config order.
+class PlanLayout(NamedTuple):
+    """One plan of a node: its name, window and the query ids of each kind it evaluates."""
 
-    Queries of one kind and window share a plan named after the kind (``kind-<w>s`` when the
-    kind appears with several windows).
+    name: str
+    window_s: float
+    kinds: dict[str, tuple[int, ...]]
+
+    @property
+    def query_ids(self) -> list[int]:
+        """The plan's query ids, ascending (config order).
+
+        >>> PlanLayout("mixed", 1.0, {"avg": (0, 3), "max": (1,)}).query_ids
+        [0, 1, 3]
+        """
+        return sorted(i for ids in self.kinds.values() for i in ids)
+
+
+def plan_layout(config: NodeConfig) -> list[PlanLayout]:
+    """The node's plans, one per window length (in order of first appearance in the config).
+
+    A plan is named after its kind when all its queries have one kind, else
+    :data:`~spillway.spark.sink.MIXED_PLAN`; ``-<w>s`` is appended when the node has several
+    window lengths. ``kinds`` maps each kind to its query ids, in config order.
     """
-    groups: dict[tuple[str, float], list[int]] = {}
+    by_window: dict[float, dict[str, list[int]]] = {}
     for i, q in enumerate(config.queries):
-        groups.setdefault((q.kind, float(q.window_s)), []).append(i)
-    windows: dict[str, int] = {}
-    for kind, _ in groups:
-        windows[kind] = windows.get(kind, 0) + 1
+        by_window.setdefault(float(q.window_s), {}).setdefault(q.kind, []).append(i)
     out = []
-    for (kind, w), ids in groups.items():
-        name = kind if windows[kind] == 1 else f"{kind}-{w:g}s"
-        out.append((name, kind, w, ids))
+    for w, kinds in by_window.items():
+        name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
+        if len(by_window) > 1:
+            name = f"{name}-{w:g}s"
+        out.append(PlanLayout(name, w, {k: tuple(v) for k, v in kinds.items()}))
     return out
 
 
@@ -170,6 +206,9 @@ class Node:
     epoch_s : feed time 0 in Unix seconds (default: now; 0.0 with the logical clock).
     on_batch : called as ``on_batch(plan, batch_id)`` before each micro-batch's sink (fault
         injection in tests; an exception kills that plan's streaming query).
+    log_level : Spark's log level (``"ERROR"``, ``"WARN"``, ...) for the session the node
+        creates (set before it starts, so its own start-up warnings are filtered too), or set
+        on the given ``spark``; None keeps the session's.
     """
 
     def __init__(
@@ -182,6 +221,7 @@ class Node:
         capacity_tuples_per_s: float | None = None,
         epoch_s: float | None = None,
         on_batch: Callable[[str, int], None] | None = None,
+        log_level: str | None = None,
     ) -> None:
         if not isinstance(config, NodeConfig):
             raise ConfigError(f"config must be a NodeConfig, got {type(config).__name__}")
@@ -202,6 +242,13 @@ class Node:
         self._capacity = capacity_tuples_per_s
         self._epoch_s = epoch_s if epoch_s is not None else (0.0 if clock == "logical" else None)
         self._on_batch = on_batch
+        if log_level is not None and not (isinstance(log_level, str) and log_level.strip()):
+            raise ConfigError(
+                f"log_level must be a Spark log level name or None, got {log_level!r}"
+            )
+        self._log_level = log_level
+        if spark is not None and log_level is not None:
+            spark.sparkContext.setLogLevel(log_level)
         self._layout = plan_layout(config)
         self._scale = 1.0
         self._calibration: dict[str, Any] | None = None
@@ -229,8 +276,12 @@ class Node:
 
             from spillway.spark.session import configure_spark
 
-            builder = SparkSession.builder.master(self.config.master).appName("spillway")
-            self._spark = configure_spark(builder).getOrCreate()
+            builder = configure_spark(
+                SparkSession.builder.master(self.config.master).appName("spillway")
+            )
+            if self._log_level is not None:
+                builder = builder.config("spark.log.level", self._log_level)
+            self._spark = builder.getOrCreate()
         return self._spark
 
     @property
@@ -243,7 +294,7 @@ class Node:
     @property
     def plans(self) -> list[str]:
         """Plan names in order."""
-        return [name for name, _, _, _ in self._layout]
+        return [p.name for p in self._layout]
 
     @property
     def calibration(self) -> dict[str, Any] | None:
@@ -292,15 +343,19 @@ class Node:
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
-        for name, kind, w, ids in self._layout:
+        for layout in self._layout:
             queries = []
-            for i in ids:
+            for i in layout.query_ids:
                 q = cfg.queries[i]
                 settings = _feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
                 spec = FeedSpec.registered(q.feed, **settings)
-                queries.append(PlanQuery(query_id=i, name=q.name, feed=feed, spec=spec))
-            plans.append(PlanSpec(name=name, kind=kind, window_s=w, queries=tuple(queries)))
+                queries.append(
+                    PlanQuery(query_id=i, name=q.name, feed=feed, spec=spec, kind=q.kind)
+                )
+            plans.append(
+                PlanSpec(name=layout.name, window_s=layout.window_s, queries=tuple(queries))
+            )
         cap = None
         if self._capacity is not None and not calibrating:
             cap = self._capacity * cfg.trigger_s
@@ -340,7 +395,7 @@ class Node:
         sink_coordinator = cast(QueryCoordinator, coordinator)
         self._sinks = {
             p.name: ResultSink(
-                p.kind, p.window_s, self.store, sink_coordinator, clock=controller.now, plan=p.name
+                p.kinds, p.window_s, self.store, sink_coordinator, clock=controller.now, plan=p.name
             )
             for p in plans
         }
@@ -488,8 +543,8 @@ class Node:
         cfg = self.config
         assert cfg.overload is not None
         mix = {}
-        for name, _, _, ids in self._layout:
-            mix[name] = sum(cfg.queries[i].rate * cfg.queries[i].n_sources for i in ids)
+        for p in self._layout:
+            mix[p.name] = sum(cfg.queries[i].rate * cfg.queries[i].n_sources for i in p.query_ids)
         total = sum(mix.values())
         rounds: list[dict[str, Any]] = []
         scale = 1.0
@@ -498,15 +553,22 @@ class Node:
             states, observed = self._calibration_round(f"calibrate-{r}")
             self._carry_costs = dict(states)
             est = {p: estimate(st) for p, st in states.items()}
-            cap = capacity_tuples(est, mix, cfg.trigger_s, 1.0) / cfg.trigger_s
+            cap = capacity_tuples(est, mix, cfg.trigger_s, cfg.headroom) / cfg.trigger_s
+            full = capacity_tuples(est, mix, cfg.trigger_s, 1.0) / cfg.trigger_s
             rounds.append(
-                {"rate": total * scale, "capacity_tuples_per_s": cap, "batches": observed}
+                {
+                    "rate": total * scale,
+                    "capacity_tuples_per_s": cap,
+                    "full_capacity_tuples_per_s": full,
+                    "batches": observed,
+                }
             )
             if not (cap > 0 and math.isfinite(cap)):
                 raise SpillwayError(
                     f"calibration measured no capacity ({cap} tuples/s): the fixed cost of a "
-                    f"micro-batch ({max(e.overhead_s for e in est.values()):.2f} s) fills the "
-                    f"trigger interval {cfg.trigger_s} s; raise trigger_s"
+                    f"micro-batch ({sum(e.overhead_s for e in est.values()):.2f} s) fills the "
+                    f"budget of the trigger interval (headroom {cfg.headroom:g} x "
+                    f"{cfg.trigger_s:g} s); raise trigger_s"
                 )
             if cap <= CALIBRATION_REACH * total * scale:
                 break
@@ -515,6 +577,7 @@ class Node:
         self._scale = cfg.overload * cap / total
         self._calibration = {
             "capacity_tuples_per_s": cap,
+            "full_capacity_tuples_per_s": full,
             "configured_rate": total,
             "scale": self._scale,
             "target_rate": cfg.overload * cap,
@@ -589,20 +652,30 @@ class Node:
         A batch Spark job over the keep-all batch read of the spillway source; same columns as
         :meth:`results` (latency and production time are NaN: nothing was streamed).
         """
+        from pyspark.sql import functions as F
+
         from spillway.spark.exact import exact_results
 
         if self._server is None:
             raise SpillwayError("exact_results needs a started node (its feeds serve the read)")
         frames = []
-        for name, kind, w, _ in self._layout:
-            until = math.floor(until_s / w + 1e-9) * w
+        for p in self._layout:
+            until = math.floor(until_s / p.window_s + 1e-9) * p.window_s
             if until <= 0:
                 continue
             opts = source_options(
-                self._server.address_text, self._server.authkey, name, from_s=0.0, until_s=until
+                self._server.address_text, self._server.authkey, p.name, from_s=0.0, until_s=until
             )
             df = self.spark.read.format("spillway").options(**opts).load()
-            frames.append(exact_results(kind, df, w).assign(kind=kind))
+            if len(p.kinds) > 1:
+                df = df.persist()  # read the feeds once, not once per kind
+            try:
+                for kind, ids in p.kinds.items():
+                    rows = df if len(p.kinds) == 1 else df.filter(F.col("query_id").isin(list(ids)))
+                    frames.append(exact_results(kind, rows, p.window_s).assign(kind=kind))
+            finally:
+                if len(p.kinds) > 1:
+                    df.unpersist()
         names = [q.name for q in self.config.queries]
         if not frames:
             return pd.DataFrame(columns=list(RESULT_COLUMNS))
@@ -650,10 +723,7 @@ class Node:
             )
         hist = c.history()
         t = c.feed_time()
-        span = min(cfg.stw_s, t)
-        recent = [r for r in hist if r.t > t - cfg.stw_s]
-        cap = hist[-1].capacity_tuples / cfg.trigger_s if hist else math.nan
-        processed = sum(r.processed_tuples for r in recent) / span if span > 0 else 0.0
+        cap, processed = _recent_rates(hist, cfg.stw_s, cfg.trigger_s)
         return NodeSnapshot(
             t=t,
             capacity_tuples_per_s=float(cap),
@@ -662,6 +732,39 @@ class Node:
             queries=tuple(queries),
             policy=cfg.policy if self._policy is None else self._policy.name,
         )
+
+
+def _recent_rates(
+    hist: list[IntervalRecord], stw_s: float, trigger_s: float
+) -> tuple[float, float]:
+    """(estimated capacity, processed) in tuples/s over the latest finished intervals that span
+    one STW (``stw_s``), like the run report's rates.
+
+    An interval whose micro-batch has not finished has processed nothing yet, so counting it
+    would understate the rate: only finished intervals count (processed rows or a batch time).
+    Each spans the time since the record before it (the first ``trigger_s``). Without a
+    finished interval: the last record's capacity and 0 processed.
+
+    >>> rec = lambda t, p, b: IntervalRecord(t=t, capacity_tuples=100.0, arrived_tuples=300,
+    ...                                      admitted_tuples=100, processed_tuples=p, batch_s=b)
+    >>> _recent_rates([rec(1.0, 100, 0.5), rec(2.0, 90, 0.5), rec(3.0, 0, 0.0)], 10.0, 1.0)
+    (100.0, 95.0)
+    >>> _recent_rates([rec(1.0, 100, 0.5), rec(2.0, 90, 0.5), rec(3.0, 0, 0.0)], 1.0, 1.0)
+    (100.0, 90.0)
+    """
+    spans = [
+        trigger_s if i == 0 or r.t <= hist[i - 1].t else r.t - hist[i - 1].t
+        for i, r in enumerate(hist)
+    ]
+    cap = done = span = 0.0
+    for r, dt in zip(reversed(hist), reversed(spans), strict=True):
+        if span >= stw_s - 1e-9:
+            break
+        if r.processed_tuples > 0 or r.batch_s > 0:
+            cap, done, span = cap + r.capacity_tuples, done + r.processed_tuples, span + dt
+    if span <= 0:
+        return (hist[-1].capacity_tuples / spans[-1] if hist else math.nan), 0.0
+    return cap / span, done / span
 
 
 class _EpochCoordinator:

@@ -13,6 +13,7 @@ import pytest
 
 import spillway.experiments
 from spillway.cli import DECISION_SIZES_QUICK, default_node_config, main
+from spillway.config import NodeConfig
 from spillway.policies import POLICIES
 
 
@@ -233,6 +234,27 @@ def test_default_node_hosts_the_themis_mix() -> None:
     assert {q.feed for q in cfg.queries if q.kind in ("avg_all", "top5", "cov")} == {"cluster"}
     assert (cfg.policy, cfg.seed, cfg.overload) == ("random", 9, 3.0)
     assert len({q.name for q in cfg.queries}) == len(cfg.queries)
+    # One window length: the node runs ONE Spark plan for all 15 queries, on 2 s intervals.
+    from spillway.spark.node import plan_layout
+
+    assert [p.name for p in plan_layout(cfg)] == ["mixed"]
+    assert cfg.trigger_s == 2.0 and cfg.stw_s % cfg.trigger_s == 0
+
+
+def test_the_spark_node_factory_quiets_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    import spillway.spark.node
+    from spillway.cli import RUN_LOG_LEVEL, spark_node
+
+    made: list[tuple[NodeConfig, dict[str, object]]] = []
+
+    class Recorder:
+        def __init__(self, config: NodeConfig, **kw: object) -> None:
+            made.append((config, kw))
+
+    monkeypatch.setattr(spillway.spark.node, "Node", Recorder)
+    cfg = default_node_config()
+    spark_node(cfg)
+    assert made == [(cfg, {"log_level": RUN_LOG_LEVEL})] and RUN_LOG_LEVEL == "ERROR"
 
 
 # --------------------------------------------------------------------------- bench

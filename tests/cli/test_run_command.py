@@ -28,16 +28,17 @@ def test_run_drives_the_node_and_prints_the_report_path(
     assert node.config.policy == "random" and node.config.seed == 3
     assert node.config.overload == 3.0 and node.config.master == "local[2]"
     assert len(node.config.queries) == 15  # the default THEMIS mix
-    assert node.run_args == (8.0, 1.0) and node.ticks == 8
+    assert node.config.trigger_s == 2.0  # one Spark plan per node; 2 s intervals on 2 cores
+    assert node.run_args == (8.0, 1.0) and node.ticks == 4  # the double ticks per interval
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == str(out / "report.md")
     assert lines[0].startswith("spillway: 15 queries, policy random, master local[2]: first 20 s")
     plain = [line.split()[0] for line in lines if line.startswith("t=")]
-    assert plain == ["t=1s/8s", "t=6s/8s"]  # plain lines every 5 s (not a terminal)
+    assert plain == ["t=2s/8s", "t=8s/8s"]  # plain lines every 5 s (not a terminal)
     assert not any("\x1b[" in line for line in lines)
     summary = json.loads((out / "summary.json").read_text())
     assert summary["policy"] == "random" and summary["duration_s"] == 8.0
-    assert summary["intervals"] == 8 and summary["interrupted"] is False
+    assert summary["intervals"] == 4 and summary["interrupted"] is False
     assert len(summary["queries"]) == 15
     assert (out / "capacity.png").exists() and (out / "results.csv").exists()
 
@@ -75,7 +76,7 @@ def test_ctrl_c_stops_the_node_and_still_writes_the_report(
     assert any("interrupted" in line for line in lines)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["intervals"] == 5
-    assert summary["duration_s"] == 20.0 and summary["elapsed_s"] == 5.0
+    assert summary["duration_s"] == 20.0 and summary["elapsed_s"] == 10.0  # 5 ticks of 2 s
 
 
 def test_default_out_folder_is_timestamped_under_runs(

@@ -338,3 +338,22 @@ def test_config_and_structure_errors():
         NodeController(ControllerConfig(), plans, object())
     with pytest.raises(ConfigError, match="needs at least one query"):
         PlanSpec(name="x", kind="avg", window_s=1.0, queries=())
+    with pytest.raises(ConfigError, match=r"plan 'x': queries \['q'\] have no kind"):
+        PlanSpec(
+            name="x", window_s=1.0, queries=(PlanQuery(query_id=0, name="q", feed=_steady(1, 1)),)
+        )
+
+
+def test_one_plan_of_several_kinds_gets_every_lane_and_one_cost_model():
+    queries = (
+        PlanQuery(query_id=0, name="qa", feed=_steady(1, 40.0), kind="avg"),
+        PlanQuery(query_id=1, name="qt", feed=_steady(4, 10.0), kind="top5"),
+        PlanQuery(query_id=2, name="qm", feed=_steady(1, 20.0)),  # the plan's kind
+    )
+    plan = PlanSpec(name="mixed", kind="max", window_s=1.0, queries=queries)
+    assert plan.kinds == {"avg": (0,), "top5": (1,), "max": (2,)}
+    c = _controller(capacity=40, plans=[plan])
+    o = c.latest_offset("mixed", c.initial_offset("mixed"))
+    # one offset carries all 6 lanes; the joint decision kept 40 of the 100 tuples arrived
+    assert len(o["end"]) == 6 and sum(o["end"]) == 100 and sum(o["keep"]) == 40
+    assert list(c.cost_estimates()) == ["mixed"]  # lanes of one plan share one per-tuple cost

@@ -29,11 +29,14 @@ def _config(tmp_path, **kw):
 
 def test_plan_layout_and_seeds():
     cfg = NodeConfig(queries=_queries() + (QuerySpec(name="a2", kind="avg", feed="gaussian"),))
-    assert plan_layout(cfg) == [
-        ("avg-0.5s", "avg", 0.5, [0, 1]),
-        ("max", "max", 0.5, [2]),
-        ("avg-1s", "avg", 1.0, [3]),
+    layout = plan_layout(cfg)
+    assert [(p.name, p.window_s, p.kinds, p.query_ids) for p in layout] == [
+        ("mixed-0.5s", 0.5, {"avg": (0, 1), "max": (2,)}, [0, 1, 2]),
+        ("avg-1s", 1.0, {"avg": (3,)}, [3]),
     ]
+    # One window: one plan, named after its kind, or "mixed" when it has several.
+    assert [p.name for p in plan_layout(NodeConfig(queries=_queries()))] == ["mixed"]
+    assert [p.name for p in plan_layout(NodeConfig(queries=_queries()[:2]))] == ["avg"]
     assert len({feed_seed(3, i) for i in range(100)}) == 100
 
 
@@ -45,6 +48,8 @@ def test_node_argument_errors():
         Node(cfg, clock="sundial")
     with pytest.raises(ConfigError, match="capacity_tuples_per_s must be a number >= 0"):
         Node(cfg, capacity_tuples_per_s=-5)
+    with pytest.raises(ConfigError, match="log_level must be a Spark log level name or None"):
+        Node(cfg, log_level="")
     with pytest.raises(SpillwayError, match="the node is not started"):
         Node(cfg).history()
 
@@ -66,7 +71,8 @@ def test_wall_clock_node_runs_sheds_and_reports(spark, tmp_path):
     node = Node(_config(tmp_path), spark=spark, capacity_tuples_per_s=1000)  # balance-sic
     node.start()  # returns once every plan's source is connected: feed time starts then
     try:
-        assert node.controller.plans_asked() == {"avg", "max"}
+        assert node.plans == ["mixed"]  # ONE streaming query for both kinds
+        assert node.controller.plans_asked() == {"mixed"}
         _wait_batches(node, 4)
         snap = node.snapshot()
         hist = node.history()
@@ -75,8 +81,12 @@ def test_wall_clock_node_runs_sheds_and_reports(spark, tmp_path):
         node.stop()
     assert [q.name for q in snap.queries] == ["a0", "a1", "m0"]
     assert snap.policy == "balance-sic"
-    assert snap.capacity_tuples_per_s == pytest.approx(1000.0)
-    assert 0 < snap.jain <= 1 and snap.t > 1.0
+    # 1000/s · 0.5 s per decision; a decision that covers several intervals (the node fell
+    # behind during Spark's slow first batches) still gets one interval's capacity
+    assert {r.capacity_tuples for r in hist} == {500.0}
+    assert 0 < snap.capacity_tuples_per_s <= 1000.0 + 1e-6
+    assert 0 < snap.processed_tuples_per_s <= snap.capacity_tuples_per_s + 1e-6
+    assert 0 < snap.jain <= 1 + 1e-12 and snap.t > 1.0
     a0, a1, _ = snap.queries
     # arrival rates are measured per slide over the STW: a1 gets twice a0's 300 tuples/s
     assert a1.arrival_rate == pytest.approx(600, rel=0.15)
@@ -91,9 +101,16 @@ def test_wall_clock_node_runs_sheds_and_reports(spark, tmp_path):
     assert latencies and min(latencies) > 0  # results attributed to the interval they ended in
     # Spark processed what was admitted (decisions still in flight at stop are not counted)
     assert sum(r.processed_tuples for r in hist) <= sum(r.admitted_tuples for r in hist)
-    assert node.controller.batches("avg")  # the listener fed the cost model
+    assert node.controller.batches("mixed")  # the listener fed the cost model
     assert list(results.columns) == list(RESULT_COLUMNS)
     assert set(results["query"]) == {"a0", "a1", "m0"}
+    assert results.groupby("query")["kind"].first().to_dict() == {
+        "a0": "avg",
+        "a1": "avg",
+        "m0": "max",
+    }
+    # every batch evaluated both kinds: one store entry per batch of the one plan
+    assert {p for p, _ in node.store.batches()} == {"mixed"}
     assert (results["latency_s"] > 0).all() and (results["sic"] > 0).all()
     assert (snap.queries[0].latency_p95_s > 0) and snap.queries[0].sic > 0
 
@@ -156,24 +173,27 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
 
     cfg = NodeConfig(queries=_queries(), trigger_s=1.0, overload=2.0)  # 1,200 tuples/s in all
     node = Node(cfg)
-    fits = iter([(0.2, 1e-9), (0.2, 1e-5), (0.2, 2e-5)])  # (overhead s, per-tuple s) per round
+    assert node.plans == ["mixed"]
+    fits = iter([(0.4, 1e-9), (0.4, 1e-5), (0.4, 2e-5)])  # (overhead s, per-tuple s) per round
     scales = []
 
     def fake_round(phase):
         scales.append(node.rate_scale)
         overhead, per_tuple = next(fits)
         st = replace(initial_state(DEFAULT_COST_MODEL), overhead_s=overhead, per_tuple_s=per_tuple)
-        return {"avg": st, "max": st}, {"avg": 5, "max": 5}
+        return {"mixed": st}, {"mixed": 5}
 
     monkeypatch.setattr(node, "_calibration_round", fake_round)
     node._calibrate()
-    # budget 1 s - 2 plans x 0.2 s = 0.6 s. Round 1 extrapolates 0.6 s / 1e-9 s: far beyond
-    # 4 x 1,200/s, so round 2 runs at 4x (the step limit); its 60,000/s is beyond 4 x 4,800/s,
-    # so round 3 runs at 16x (the step limit again); its 30,000/s is within reach: done
+    # budget 0.8 (headroom) x 1 s - 0.4 s (one plan) = 0.4 s. Round 1 extrapolates 0.4 s /
+    # 1e-9 s: far beyond 4 x 1,200/s, so round 2 runs at 4x (the step limit); its 40,000/s is
+    # beyond 4 x 4,800/s, so round 3 runs at 16x (the step limit again); its 20,000/s is within
+    # reach: done
     assert scales == pytest.approx([1.0, 4.0, 16.0])
     cal = node.calibration
     assert [r["rate"] for r in cal["rounds"]] == pytest.approx([1200.0, 4800.0, 19200.0])
-    assert cal["capacity_tuples_per_s"] == pytest.approx(0.6 / 2e-5)
+    assert cal["capacity_tuples_per_s"] == pytest.approx(0.4 / 2e-5)
+    assert cal["full_capacity_tuples_per_s"] == pytest.approx(0.6 / 2e-5)  # headroom 1
     assert node.rate_scale == pytest.approx(2.0 * cal["capacity_tuples_per_s"] / 1200.0)
 
     node = Node(cfg)
@@ -181,12 +201,11 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
         node,
         "_calibration_round",
         lambda phase: (
-            {"avg": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=0.7)}
-            | {"max": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=0.7)},
-            {"avg": 5, "max": 5},
+            {"mixed": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=1.2)},
+            {"mixed": 5},
         ),
     )
-    with pytest.raises(SpillwayError, match=r"fixed cost of a micro-batch \(0.70 s\) fills"):
+    with pytest.raises(SpillwayError, match=r"fixed cost of a micro-batch \(1.20 s\) fills"):
         node._calibrate()
 
 
@@ -222,8 +241,10 @@ def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_p
     assert len(cal["rounds"]) == 3 or cal["capacity_tuples_per_s"] <= 4 * last["rate"]
     overhead, per_tuple = cal["estimates"]["avg"]
     assert per_tuple > 1e-8  # identified, not the floor of the cost model
-    # the capacity fills the 1.5 s interval exactly: overhead + per-tuple cost · tuples = 1.5 s
-    assert overhead + per_tuple * 1.5 * cal["capacity_tuples_per_s"] == pytest.approx(1.5)
+    # the capacity fills the interval's budget exactly: overhead + per-tuple cost · tuples =
+    # headroom · 1.5 s (and the full capacity the whole 1.5 s)
+    assert overhead + per_tuple * 1.5 * cal["capacity_tuples_per_s"] == pytest.approx(0.8 * 1.5)
+    assert overhead + per_tuple * 1.5 * cal["full_capacity_tuples_per_s"] == pytest.approx(1.5)
     assert cal["target_rate"] == pytest.approx(3.0 * cal["capacity_tuples_per_s"])
     assert node.rate_scale == pytest.approx(cal["target_rate"] / 300_000.0)
     # 3x overload: after calibration the node runs at the scaled rates and sheds

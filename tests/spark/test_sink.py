@@ -71,3 +71,110 @@ def test_sink_accepts_an_aware_datetime_clock_and_an_empty_batch(spark):
         naive(batch(spark, [(0, 0, 0, 1.0, 1.0, 0.1)]), 0)
     with pytest.raises(UnknownNameError, match="query kind must be one of"):
         ResultSink("median", 1.0, store)
+
+
+def _mix_rows(until_s=2.0, keep=0.6):
+    """Rows of the default THEMIS mix (15 queries, all six kinds), a share kept per window."""
+    from spillway.cli import default_node_config
+    from spillway.feeds import make_feed
+    from spillway.spark.node import _feed_settings
+    from tests.spark.test_queries import feed_rows
+
+    cfg = default_node_config(overload=None)
+    feeds = [make_feed(q.feed, **_feed_settings(q, 4, i, 0.1)) for i, q in enumerate(cfg.queries)]
+    kinds: dict[str, list[int]] = {}
+    for i, q in enumerate(cfg.queries):
+        kinds.setdefault(q.kind, []).append(i)
+    rows = feed_rows(feeds, until_s, 1.0, keep=keep)
+    # one more TOP-5 query whose machines never have enough free memory: marker rows
+    q = len(feeds)
+    kinds["top5"].append(q)
+    rows += [(q, src, m, 5e4, 0.1, 0.2 + 0.1 * m) for m in range(3) for src in (2 * m, 2 * m + 1)]
+    # and one where 7 machines qualify: the 5 with the lowest CPU (ties by machine id) win
+    kinds["top5"].append(q + 1)
+    cpu = [30.0, 10.0, 50.0, 10.0, 90.0, 20.0, 70.0]
+    for m, c in enumerate(cpu):
+        rows += [(q + 1, 2 * m, m, c, 0.05, 0.3), (q + 1, 2 * m + 1, m, 2e5, 0.05, 0.6)]
+    return [(q, s, k, v, sic, T0 + t) for q, s, k, v, sic, t in rows], kinds
+
+
+def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
+    from pyspark.sql import functions as F
+
+    from spillway.spark.queries import QUERIES, results_to_pandas
+
+    rows, kinds = _mix_rows()
+    df = batch(spark, rows)
+    store = ResultStore()
+    sink = ResultSink(kinds, 1.0, store, clock=ManualClock(T0 + 3.0), plan="mixed")
+    assert sink.kind is None and sink.sql.count("UNION ALL") == 2  # 4 single-row kinds fused
+    cache = spark._jsparkSession.sharedState().cacheManager()
+    cached_before = cache.isEmpty()
+    sink(df, 0)
+    got = store.to_pandas()
+    want = pd.concat(
+        [
+            results_to_pandas(QUERIES[k].apply(df.filter(F.col("query_id").isin(ids)), 1.0)).assign(
+                kind=k
+            )
+            for k, ids in kinds.items()
+        ],
+        ignore_index=True,
+    )
+    key = ["query_id", "window_start", "rank"]
+    got = got.sort_values(key).reset_index(drop=True)
+    want = want.sort_values(key).reset_index(drop=True)
+    assert len(got) == len(want) > 30 and set(got["kind"]) == set(QUERIES)
+    for c in ["kind", *key, "n_in", "last_arrival_ts"]:
+        assert got[c].tolist() == want[c].tolist(), c
+    for c in ("value", "sic"):
+        assert got[c].to_numpy(float) == pytest.approx(want[c].to_numpy(float), nan_ok=True)
+    top5 = got[got["kind"] == "top5"]
+    seven = top5[top5["query_id"] == max(kinds["top5"])]
+    assert seven["value"].tolist() == [1.0, 3.0, 5.0, 0.0, 2.0] and seven["rank"].tolist() == [
+        1,
+        2,
+        3,
+        4,
+        5,
+    ]
+    assert seven["sic"].tolist() == pytest.approx([0.7 / 5] * 5)
+    marker = top5[top5["query_id"] == max(kinds["top5"]) - 1]
+    assert marker["rank"].tolist() == [0] and marker["value"].isna().all()
+    assert marker["sic"].tolist() == pytest.approx([0.6]) and marker["n_in"].tolist() == [6]
+    assert got["latency_s"].tolist() == pytest.approx(
+        (T0 + 3.0 - got["last_arrival_ts"].map(pd.Timestamp.timestamp)).tolist()
+    )
+    # The batch was persisted for the three parts and released again; the view is gone.
+    assert not spark.catalog.tableExists(sink._view)
+    assert cache.isEmpty() == cached_before
+
+
+def test_kind_maps_and_sql_errors(spark):
+    from spillway.spark import sink as sink_mod
+    from spillway.spark.sink import kind_map, kinds_sql
+
+    assert kind_map({"avg": [3]}) == {"avg": (3,)}
+    with pytest.raises(ConfigError, match="at least one query kind"):
+        kind_map({})
+    with pytest.raises(ConfigError, match="every kind needs its query ids"):
+        kind_map({"avg": [], "max": [1]})
+    with pytest.raises(ConfigError, match="query id 1 is listed under kinds 'avg' and 'max'"):
+        kind_map({"avg": [0, 1], "max": [1]})
+    with pytest.raises(UnknownNameError, match="query kind must be one of"):
+        kind_map({"median": [0]})
+    with pytest.raises(ConfigError, match="window_s must be a positive whole number"):
+        kinds_sql("v", {"avg": ()}, 0.0)
+    with pytest.raises(ConfigError, match="window_s must be a positive whole number"):
+        ResultSink("avg", 1e-7, ResultStore())
+    from spillway.spark.queries import QUERIES
+
+    assert set(sink_mod.SQL_KINDS) == set(QUERIES)  # every registered kind has its SQL form
+
+
+def test_a_kind_without_sql_form_is_refused(monkeypatch):
+    from spillway.spark import sink as sink_mod
+
+    monkeypatch.delitem(sink_mod.SQL_KINDS, "cov")
+    with pytest.raises(ConfigError, match=r"query kinds \['cov'\] have no SQL form"):
+        ResultSink({"avg": [0], "cov": [1]}, 1.0, ResultStore())
