@@ -212,15 +212,17 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
 @pytest.mark.spark
 def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_path):
     # An AVG plan processes millions of rows/s here; calibrating far below that would take
-    # several rounds (see the unit test above), so the configured rate is already high.
+    # several rounds (see the unit test above), so the configured rate is already high. A 3 s
+    # trigger keeps the fixed cost of a micro-batch well inside the budget on a loaded machine.
+    T = 3.0
     queries = (
-        QuerySpec(name="a0", kind="avg", feed="gaussian", rate=200_000.0, window_s=1.5),
-        QuerySpec(name="a1", kind="avg", feed="uniform", rate=100_000.0, window_s=1.5),
+        QuerySpec(name="a0", kind="avg", feed="gaussian", rate=200_000.0, window_s=T),
+        QuerySpec(name="a1", kind="avg", feed="uniform", rate=100_000.0, window_s=T),
     )
     cfg = NodeConfig(
         queries=queries,
-        trigger_s=1.5,
-        stw_s=3.0,
+        trigger_s=T,
+        stw_s=2 * T,
         overload=3.0,
         calibrate_s=1.0,
         checkpoint_dir=str(tmp_path),
@@ -242,9 +244,9 @@ def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_p
     overhead, per_tuple = cal["estimates"]["avg"]
     assert per_tuple > 1e-8  # identified, not the floor of the cost model
     # the capacity fills the interval's budget exactly: overhead + per-tuple cost · tuples =
-    # headroom · 1.5 s (and the full capacity the whole 1.5 s)
-    assert overhead + per_tuple * 1.5 * cal["capacity_tuples_per_s"] == pytest.approx(0.8 * 1.5)
-    assert overhead + per_tuple * 1.5 * cal["full_capacity_tuples_per_s"] == pytest.approx(1.5)
+    # headroom · T (and the full capacity the whole T)
+    assert overhead + per_tuple * T * cal["capacity_tuples_per_s"] == pytest.approx(0.8 * T)
+    assert overhead + per_tuple * T * cal["full_capacity_tuples_per_s"] == pytest.approx(T)
     assert cal["target_rate"] == pytest.approx(3.0 * cal["capacity_tuples_per_s"])
     assert node.rate_scale == pytest.approx(cal["target_rate"] / 300_000.0)
     # 3x overload: after calibration the node runs at the scaled rates and sheds
