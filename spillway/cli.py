@@ -536,7 +536,44 @@ def bench_decision(out: Path, *, quick: bool, seed: int) -> BenchResult:
 #: The benchmarks ``spillway bench`` runs, in this order: name -> function called as
 #: ``fn(out_dir, quick=bool, seed=int) -> BenchResult``. Extension point: the Spark
 #: benchmarks (source throughput, latency under overload) register here the same way.
-BENCHMARKS: dict[str, Callable[..., BenchResult]] = {"decision": bench_decision}
+def bench_spark(out: Path, *, quick: bool, seed: int) -> BenchResult:
+    """The Spark benchmarks: source rows/s vs Spark's ``rate`` source, and p95 latency and
+    utilisation at 3x overload with balance-sic vs no shedding (:mod:`spillway.bench.spark_bench`).
+    """
+    from spillway.bench.spark_bench import figure_rows, report_markdown
+    from spillway.bench.spark_bench import run as run_spark_bench
+
+    summary = run_spark_bench(quick, out, seed)
+    return BenchResult(
+        summary=summary, rows=figure_rows(summary), markdown=report_markdown(summary)
+    )
+
+
+def headline_keys(done: Mapping[str, BenchResult]) -> dict[str, Any]:
+    """The figures issue 3 names, lifted to the top level of ``summary.json``.
+
+    ``decision_ms`` maps ``"<queries>x<sources>"`` to the median ms per policy;
+    ``fair_over_random`` maps the same keys to balance-sic / random.
+    """
+    from spillway.bench.spark_bench import SUMMARY_KEYS
+
+    top: dict[str, Any] = {}
+    if "decision" in done:
+        results = done["decision"].summary["results"]
+        size = [f"{r['queries']}x{r['sources']}" for r in results]
+        top["decision_ms"] = {k: r["median_ms"] for k, r in zip(size, results, strict=True)}
+        top["fair_over_random"] = {
+            k: r["fair_over_random"] for k, r in zip(size, results, strict=True)
+        }
+    if "spark" in done:
+        top.update({k: done["spark"].summary.get(k) for k in SUMMARY_KEYS})
+    return top
+
+
+BENCHMARKS: dict[str, Callable[..., BenchResult]] = {
+    "decision": bench_decision,
+    "spark": bench_spark,
+}
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
@@ -554,6 +591,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
             "quick": args.quick,
             "seed": args.seed,
             "benchmarks": {n: res.summary for n, res in done.items()},
+            **headline_keys(done),
         },
     )
     sections = [(n, f"Table: `{n}.csv`.\n\n{res.markdown}") for n, res in done.items()]
