@@ -34,7 +34,8 @@ buffer):
    arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);
 4. capacity: a fixed number of tuples per interval when configured, else the node budget of
    executor time (:func:`spillway.control.node_budget`: ``headroom · interval − Σ overheads`` of
-   the plans that run) with each lane costing its plan's fitted per-tuple time; the overload
+   the plans that run) with each lane costing its plan's fitted per-tuple time, at most
+   ``capacity_reach`` times the rows the plans have shown they process (below); the overload
    detector (:func:`spillway.control.detect`) decides whether to shed at all;
 5. the query SIC base (below) and the policy's ``decide(backlog, capacity)``; the policy's RNG
    is re-seeded from ``(seed, k)`` first, so a decision is a pure function of the state and the
@@ -48,6 +49,18 @@ carries equals the SIC admitted). Segments stay pending until the plan's next re
 ``commit``) shows Spark processed them, so a request repeated after a crash gets the same
 answer. One plan asking first therefore cannot take the whole budget: the budget was divided
 over all plans' backlogs when the decision was made, and each plan receives its share.
+
+Capacity reach
+--------------
+A capacity from the cost model is an extrapolation beyond the batch sizes the model has seen.
+When the node is not overloaded every batch has about the same size (all that arrived), so the
+fit cannot tell the per-tuple cost from the overhead, and when batches then run faster than
+predicted (other work on the machine stopped) the per-tuple estimate can drift to its floor:
+measured here, a run's mean estimated capacity of 144 million tuples/s for a node processing
+63,000 a second. So the capacity in tuples is capped at ``capacity_reach`` (default 2) times the
+largest batch of the last :data:`REACH_BATCHES` measured batches (summed over the plans that
+run; no cap before every running plan has a measured batch). Under overload the admitted batches are the capacity
+itself, so the cap only limits how fast the capacity may grow: doubling per interval.
 
 Query SIC base (THEMIS §6 local projection), precisely
 -------------------------------------------------------
@@ -79,7 +92,12 @@ trigger)``; one decision covers all boundaries passed since the previous one (ca
 interval: the budget is per interval, so a node that fell behind catches up by shedding).
 ``logical``: every decision advances feed time by exactly one trigger interval, whatever the
 wall clock says: deterministic runs and replay comparisons. The epoch is fixed when first
-needed (the first request) unless given.
+needed (the first request) unless given. In ``wall`` mode it is then floored to a multiple of
+the trigger interval in Unix time: Spark's ``ProcessingTime`` trigger fires at multiples of
+its interval since the Unix epoch, so with an aligned epoch every trigger that is on time finds
+a boundary that has just passed and decides at once. With an arbitrary epoch the boundary and
+the trigger are out of phase by a random ``0..trigger`` seconds, which every result waits in
+addition (and the live view shows as latency).
 
 What is recorded
 ----------------
@@ -146,6 +164,9 @@ CLOCKS = ("wall", "logical")
 #: generates code (measured here: 7 s for a batch that takes 1.5 s later), and one such outlier
 #: as the first fitted point drags the overhead estimate for many batches.
 DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
+
+#: The capacity reach looks at this many of a plan's latest measured batches.
+REACH_BATCHES = 20
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -238,6 +259,8 @@ class ControllerConfig:
     cost_model : settings of every plan's cost model.
     overload : settings of the overload detector.
     history : number of interval records kept.
+    capacity_reach : a cost-model capacity is at most this many times the largest recent
+        batch (module docstring, "Capacity reach"); None: no cap.
     """
 
     trigger_s: float = 1.0
@@ -249,6 +272,7 @@ class ControllerConfig:
     cost_model: CostModelConfig = field(default_factory=lambda: DEFAULT_COST_MODEL)
     overload: OverloadConfig = field(default_factory=OverloadConfig)
     history: int = 100_000
+    capacity_reach: float | None = 2.0
 
     def __post_init__(self) -> None:
         for name in ("trigger_s", "stw_s"):
@@ -270,6 +294,11 @@ class ControllerConfig:
             )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ConfigError(f"seed must be a non-negative int, got {self.seed!r}")
+        reach = self.capacity_reach
+        if reach is not None and (
+            isinstance(reach, bool) or not isinstance(reach, int | float) or not reach >= 1
+        ):
+            raise ConfigError(f"capacity_reach must be a number >= 1 or None, got {reach!r}")
 
     @property
     def trigger_us(self) -> int:
@@ -325,7 +354,7 @@ class NodeController:
     clock : Unix seconds now (wall mode); default :func:`time.time`.
     epoch_s : the node's start in Unix seconds (feed time 0); default: ``clock()`` at the
         first request (so the feed starts when the streaming queries are up, not while Spark
-        is still starting them).
+        is still starting them), floored to a multiple of ``trigger_s`` in ``wall`` mode.
     coordinator : optional object with ``query_sic(now) -> array (Q,)`` (measured result SIC
         over the STW, ``now`` in Unix seconds); see the module docstring.
     """
@@ -473,7 +502,10 @@ class NodeController:
         """Feed time 0 in Unix microseconds (fixed on first use when not given)."""
         with self._lock:
             if self._epoch_us is None:
-                self._epoch_us = int(round(self._clock() * 1e6))
+                now_us = int(round(self._clock() * 1e6))
+                if self.config.clock == "wall":  # on Spark's trigger grid (module docstring)
+                    now_us -= now_us % self.config.trigger_us
+                self._epoch_us = now_us
             return self._epoch_us
 
     @property
@@ -789,7 +821,25 @@ class NodeController:
             mean_cost = float((count * cost).sum()) / total
         else:
             mean_cost = float(np.mean([budget.per_tuple_s[p] for p in self._plan_names]))
-        return budget.available_s, cost, budget.available_s / mean_cost
+        available, tuples = budget.available_s, budget.available_s / mean_cost
+        shown = self._shown_rows(running or self._plan_names)
+        if cfg.capacity_reach is not None and shown is not None:
+            reach = cfg.capacity_reach * shown
+            if tuples > reach:
+                available, tuples = reach * mean_cost, reach
+        return available, cost, tuples
+
+    def _shown_rows(self, plans: Sequence[str]) -> float | None:
+        """Sum over ``plans`` of the largest of each one's last :data:`REACH_BATCHES` measured
+        batches (rows); None while a plan has none."""
+        total = 0.0
+        for name in plans:
+            batches = self._plans[name].batches
+            if not batches:
+                return None
+            n = min(len(batches), REACH_BATCHES)
+            total += max(max(batches[-i]["rows"] for i in range(1, n + 1)), 1)
+        return total
 
     def _merge(self, st: _PlanState, s: PlanOffset) -> PlanOffset:
         segs = st.pending

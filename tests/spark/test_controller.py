@@ -202,6 +202,22 @@ def test_wall_clock_decides_once_per_boundary_and_catches_up_in_one_decision():
     assert c.now() == pytest.approx(103.1)
 
 
+def test_a_wall_clock_epoch_is_put_on_sparks_trigger_grid():
+    # Spark's ProcessingTime trigger fires at multiples of its interval in Unix time; the epoch
+    # taken at the first request is floored onto that grid, so a trigger on time decides at once
+    clock = ManualClock(1_700_000_003.7)
+    cfg = ControllerConfig(clock="wall", trigger_s=2.0, stw_s=4.0)
+    c = NodeController(cfg, _plans(), RandomShare(), clock=clock)
+    s = c.initial_offset("avg")
+    assert c.epoch_s == pytest.approx(1_700_000_002.0) and c.feed_time() == pytest.approx(1.7)
+    clock.advance(0.31)  # the next trigger (Unix time ...004), 10 ms late
+    assert c.latest_offset("avg", s)["b"] == 1
+    logical = NodeController(
+        ControllerConfig(clock="logical"), _plans(), RandomShare(), clock=clock
+    )
+    assert logical.epoch_s == pytest.approx(1_700_000_004.01)  # not aligned: feed time is logical
+
+
 def test_capacity_from_cost_models_and_measured_batches():
     cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-3)
     c = _controller(cost_model=cm, headroom=0.5)
@@ -229,6 +245,30 @@ def test_overloaded_node_sheds_to_the_cost_budget():
     # (1 − 0.2) s / 10 ms = 80 tuples of the 100 arrived
     assert rec.capacity_tuples == pytest.approx(80.0)
     assert rec.admitted_tuples == 80
+
+
+def test_capacity_is_at_most_twice_the_largest_recent_batch():
+    # An underloaded node sees batches of one size; a collapsed per-tuple cost would make the
+    # cost-model capacity absurd. It is capped at 2x what the plans have shown they process.
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-6)
+    c = _controller(cost_model=cm, headroom=1.0)
+    s = {p: c.initial_offset(p) for p in ("avg", "max")}
+    s["avg"] = c.latest_offset("avg", s["avg"])
+    assert c.history()[0].capacity_tuples == pytest.approx(0.8 / 1e-6)  # no batch seen yet
+    c.observe_batch("avg", rows=30, duration_s=0.2)
+    s["avg"] = c.latest_offset("avg", s["avg"])  # "max" has no measured batch: no cap yet
+    assert c.history()[1].capacity_tuples > 1e5
+    c.observe_batch("max", rows=12, duration_s=0.2)
+    c.observe_batch("avg", rows=45, duration_s=0.2)
+    c.latest_offset("avg", s["avg"])
+    assert c.history()[2].capacity_tuples == pytest.approx(2 * (45 + 12))
+    free = _controller(cost_model=cm, headroom=1.0, capacity_reach=None)
+    free.observe_batch("avg", rows=30, duration_s=0.2)
+    free.observe_batch("max", rows=30, duration_s=0.2)
+    free.latest_offset("avg", free.initial_offset("avg"))
+    assert free.history()[0].capacity_tuples > 1e5
+    with pytest.raises(ConfigError, match="capacity_reach must be a number >= 1 or None"):
+        ControllerConfig(capacity_reach=0.5)
 
 
 class FixedCoordinator:

@@ -71,6 +71,8 @@ def test_sink_accepts_an_aware_datetime_clock_and_an_empty_batch(spark):
         naive(batch(spark, [(0, 0, 0, 1.0, 1.0, 0.1)]), 0)
     with pytest.raises(UnknownNameError, match="query kind must be one of"):
         ResultSink("median", 1.0, store)
+    with pytest.raises(ConfigError, match="plan 'cluster' needs the source columns .* missing sic"):
+        sink(batch(spark, [(0, 0, 3, 20.0, 0.5, 0.5)]).drop("sic"), 9)
 
 
 def _mix_rows(until_s=2.0, keep=0.6):
