@@ -94,6 +94,46 @@ def spark_node(config: NodeConfig) -> RunnableNode:
 #: Synthetic feeds of THEMIS §7 (mean 50) that the single-source aggregates read.
 SYNTHETIC_FEEDS = ("gaussian", "uniform", "exponential", "mixed")
 
+#: The built-in workloads of ``spillway run`` (without ``--config``).
+WORKLOADS = ("themis", "grouped")
+
+#: Policies whose default workload is ``grouped`` (they admit per group: CoD).
+GROUPED_POLICIES = ("cod",)
+
+
+def default_workload(policy: str | None) -> str:
+    """The workload ``spillway run`` picks when none is asked: ``grouped`` for a policy that
+    sheds per group (CoD), else the THEMIS mix.
+
+    >>> default_workload("cod"), default_workload("balance-sic"), default_workload(None)
+    ('grouped', 'themis', 'themis')
+    """
+    return "grouped" if policy in GROUPED_POLICIES else "themis"
+
+
+def _themis_queries() -> list[QuerySpec]:
+    queries = [
+        QuerySpec(name=f"{kind}-{feed}", kind=kind, feed=feed, rate=400.0)
+        for kind in ("avg", "max", "count")
+        for feed in SYNTHETIC_FEEDS
+    ]
+    return queries + [
+        QuerySpec(name="avg_all-cluster", kind="avg_all", feed="cluster", rate=400.0),
+        QuerySpec(name="top5-cluster", kind="top5", feed="cluster", rate=20.0),
+        QuerySpec(name="cov-cluster", kind="cov", feed="cluster", rate=400.0),
+    ]
+
+
+def _grouped_queries() -> list[QuerySpec]:
+    from spillway.experiments.cod_latency import WORKLOADS as GROUPED
+
+    return [
+        QuerySpec(name=f"group_avg-{name}", kind="group_avg", feed=feed, feed_options=options,
+                  sources=2, rate=rate, window_s=DEFAULT_TRIGGER_S)
+        for (name, (feed, options, _)), rate in zip(GROUPED.items(), (2000.0, 1000.0),
+                                                     strict=True)
+    ]  # fmt: skip
+
 
 def default_node_config(
     *,
@@ -101,28 +141,36 @@ def default_node_config(
     seed: int = 0,
     overload: float | None = DEFAULT_OVERLOAD,
     master: str = DEFAULT_MASTER,
+    workload: str | None = None,
 ) -> NodeConfig:
-    """The node ``spillway run`` hosts without ``--config``: the THEMIS query mix (§7, Table 1).
+    """The node ``spillway run`` hosts without ``--config``.
 
-    AVG, MAX and COUNT over each synthetic feed (gaussian, uniform, exponential, mixed; one
-    source at 400 tuples/s each) and, over the data-centre ``cluster`` feed, AVG-all (10
-    sources at 400 t/s), TOP-5 (20 sources at 20 t/s, as THEMIS Fig. 7) and COV (2 sources at
-    400 t/s), on a :data:`DEFAULT_TRIGGER_S` trigger. With ``overload`` set the node first measures its capacity, then scales every rate
-    so the total arrival rate is ``overload`` times that capacity.
+    ``workload="themis"``: the THEMIS query mix (§7, Table 1): AVG, MAX and COUNT over each
+    synthetic feed (gaussian, uniform, exponential, mixed; one source at 400 tuples/s each)
+    and, over the data-centre ``cluster`` feed, AVG-all (10 sources at 400 t/s), TOP-5 (20
+    sources at 20 t/s, as THEMIS Fig. 7) and COV (2 sources at 400 t/s).
+    ``workload="grouped"``: CoD's grouped aggregates: the mean fare per route of the ``taxi``
+    feed (2 sources at 2,000 t/s) and the mean CPU request per task class of the ``tasks``
+    feed (2 sources at 1,000 t/s), with drifting group popularity (CoD §VII), over tumbling
+    windows of one trigger interval, so each shedding decision sees exactly one window's
+    group frequencies (CoD's concept).
+    Default (None): :func:`default_workload` of the policy. Both run on a
+    :data:`DEFAULT_TRIGGER_S` trigger; with ``overload`` set the node first measures its
+    capacity, then scales every rate so the total arrival rate is ``overload`` times it.
 
     >>> [q.name for q in default_node_config().queries][-3:]
     ['avg_all-cluster', 'top5-cluster', 'cov-cluster']
+    >>> [q.kind for q in default_node_config(policy="cod").queries]
+    ['group_avg', 'group_avg']
+    >>> default_node_config(workload="tpch")
+    Traceback (most recent call last):
+    ...
+    spillway.errors.UnknownNameError: workload must be one of themis, grouped; got 'tpch'
     """
-    queries = [
-        QuerySpec(name=f"{kind}-{feed}", kind=kind, feed=feed, rate=400.0)
-        for kind in ("avg", "max", "count")
-        for feed in SYNTHETIC_FEEDS
-    ]
-    queries += [
-        QuerySpec(name="avg_all-cluster", kind="avg_all", feed="cluster", rate=400.0),
-        QuerySpec(name="top5-cluster", kind="top5", feed="cluster", rate=20.0),
-        QuerySpec(name="cov-cluster", kind="cov", feed="cluster", rate=400.0),
-    ]
+    workload = default_workload(policy) if workload is None else workload
+    if workload not in WORKLOADS:
+        raise UnknownNameError(f"workload must be one of {', '.join(WORKLOADS)}; got {workload!r}")
+    queries = _themis_queries() if workload == "themis" else _grouped_queries()
     return NodeConfig(
         queries=tuple(queries),
         policy=policy,
@@ -202,6 +250,9 @@ examples:
       the default node: AVG, MAX, COUNT over gaussian/uniform/exponential/mixed feeds and
       AVG-all, TOP-5, COV over the cluster feed; calibrates its capacity, then runs at 3x it
   spillway run --policy random --duration 60 --seed 3 --out runs/random-60s
+  spillway run --policy cod
+      CoD on grouped means (mean fare per route of the taxi feed, mean CPU per task class
+      of the tasks feed): every group kept alive under overload and drift
   spillway run --config my_node.toml --overload 5     # a config file, overload overridden
   spillway run --no-live > run.log                    # plain periodic lines for logs
 
@@ -289,6 +340,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--seed", type=_seed, help="seed of feeds and policy (default 0)")
     run.add_argument(
+        "--workload",
+        choices=WORKLOADS,
+        help="built-in queries without --config: themis (THEMIS Table 1 mix) or grouped (CoD's "
+        "grouped means over the taxi and tasks feeds); default grouped for --policy cod, "
+        "else themis",
+    )
+    run.add_argument(
         "--overload",
         type=_positive_float,
         metavar="X",
@@ -359,6 +417,8 @@ def _resolve_feed_paths(config: NodeConfig, base: Path) -> NodeConfig:
 def node_config_from_args(args: argparse.Namespace) -> NodeConfig:
     """The node config of ``spillway run``: the file's (or the default mix) plus CLI overrides."""
     if args.config is not None:
+        if args.workload is not None:
+            raise UsageError("--workload picks built-in queries; it cannot be used with --config")
         cfg = load_config(
             args.config,
             policy=args.policy,
@@ -373,6 +433,7 @@ def node_config_from_args(args: argparse.Namespace) -> NodeConfig:
             seed=args.seed if args.seed is not None else 0,
             overload=args.overload if args.overload is not None else DEFAULT_OVERLOAD,
             master=args.master if args.master is not None else DEFAULT_MASTER,
+            workload=args.workload,
         )
     check_policy(cfg.policy)
     return cfg

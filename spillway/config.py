@@ -1,7 +1,8 @@
 """Frozen configs of a spillway node and its queries, and loading them from TOML.
 
-A node hosts logical queries; queries of one kind share one Spark plan (multiplexed by
-``query_id``). The config is a value: validated on construction, round-trips to a dict.
+A node hosts logical queries; queries with one window length share one Spark plan
+(multiplexed by ``query_id``). The config is a value: validated on construction, round-trips
+to a dict.
 
 Examples
 --------
@@ -13,7 +14,9 @@ True
 >>> QuerySpec(name="bad", kind="median", feed="gaussian")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, max, top5; got 'median'
+spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, group_avg, max, top5; got 'median'
+>>> QuerySpec(name="fares", kind="group_avg", feed="taxi").n_sources
+1
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ from typing import Any
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
 
 #: Default number of sources per query kind (THEMIS Table 1 and §7: AVG-all fragments have 10
-#: sources, TOP-5 fragments 20 (10 CPU + 10 memory), COV 2).
+#: sources, TOP-5 fragments 20 (10 CPU + 10 memory), COV 2; CoD's grouped aggregate one stream).
+#: Its keys are the query kinds a config accepts (``spillway.spark.queries.QUERIES``).
 DEFAULT_SOURCES: dict[str, int] = {
     "avg": 1,
     "max": 1,
@@ -36,6 +40,7 @@ DEFAULT_SOURCES: dict[str, int] = {
     "avg_all": 10,
     "top5": 20,
     "cov": 2,
+    "group_avg": 1,
 }
 
 
@@ -54,7 +59,9 @@ class QuerySpec:
     ----------
     name : unique name of the query on the node.
     kind : query shape: ``avg``, ``max``, ``count``, ``avg_all``, ``top5``, ``cov`` (THEMIS
-        Table 1). Queries of one kind share one Spark streaming query.
+        Table 1) or ``group_avg`` (CoD's grouped aggregate: the mean value per ``key`` and
+        window, e.g. on the ``taxi`` or ``tasks`` feed). Queries with one window length share
+        one Spark streaming query.
     feed : feed name in ``spillway.feeds.FEEDS`` (e.g. ``gaussian``, ``cluster``, ``replay``).
     feed_options : extra settings passed to the feed (e.g. ``path`` for ``replay``).
     sources : number of sources; default per kind (:data:`DEFAULT_SOURCES`).
@@ -113,6 +120,9 @@ class NodeConfig:
     ----------
     queries : the logical queries the node hosts (names unique).
     policy : policy name in ``spillway.policies.POLICIES``.
+    policy_options : settings of the policy (its config class's fields, e.g. ``{"b": 0.98}``
+        for ``cod`` or ``uniform``: a fixed shed fraction, shed at every interval); checked
+        when the config is made.
     seed : seed of feeds and policy; the same seed and config give the same decisions.
     trigger_s : trigger interval = shedding interval (DESIGN §3).
     stw_s : source time window for SIC (THEMIS §4; 10 s in the paper).
@@ -126,6 +136,7 @@ class NodeConfig:
 
     queries: tuple[QuerySpec, ...]
     policy: str = "balance-sic"
+    policy_options: Mapping[str, Any] = field(default_factory=dict)
     seed: int = 0
     trigger_s: float = 1.0
     stw_s: float = 10.0
@@ -146,6 +157,13 @@ class NodeConfig:
             raise ConfigError(f"query names must be unique, repeated: {', '.join(dup)}")
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ConfigError(f"seed must be a non-negative int, got {self.seed!r}")
+        if not isinstance(self.policy_options, Mapping):
+            raise ConfigError(
+                f"policy_options must be a table of policy settings, got {self.policy_options!r}"
+            )
+        object.__setattr__(self, "policy_options", dict(self.policy_options))
+        if self.policy_options:
+            self.make_policy()  # the options must fit the policy: fail now, not at run time
         _positive("trigger_s", self.trigger_s)
         _positive("stw_s", self.stw_s)
         _positive("calibrate_s", self.calibrate_s)
@@ -159,6 +177,22 @@ class NodeConfig:
             raise ConfigError(f"headroom must be in (0, 1], got {self.headroom!r}")
         if not isinstance(self.master, str) or not self.master:
             raise ConfigError(f"master must be a Spark master URL, got {self.master!r}")
+
+    def make_policy(self) -> Any:
+        """The policy this config names, with its options and the node's seed.
+
+        >>> NodeConfig(queries=(QuerySpec(name="q", kind="group_avg", feed="taxi"),),
+        ...            policy="cod", policy_options={"b": 0.98}).make_policy().config.b
+        0.98
+        >>> NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="gaussian"),),
+        ...            policy="cod", policy_options={"bb": 0.9})
+        Traceback (most recent call last):
+        ...
+        spillway.errors.ConfigError: policy 'cod' has no setting bb; its settings are: allocation, b, confidence, kind, n_min, over_budget, seed, target_error
+        """
+        from spillway.policies import make_policy
+
+        return make_policy(self.policy, seed=self.seed, **self.policy_options)
 
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (TOML/JSON-ready) that :meth:`from_dict` turns back into this config."""

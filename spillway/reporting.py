@@ -105,6 +105,48 @@ def line_plot(
     return path
 
 
+def bar_plot(
+    path: Path | str,
+    groups: Sequence[str],
+    series: Mapping[str, Sequence[float]],
+    *,
+    title: str,
+    ylabel: str,
+    xlabel: str = "",
+) -> Path:
+    """Grouped bars: one group of bars per entry of ``groups``, one bar per series in each.
+
+    >>> import tempfile, pathlib
+    >>> out = pathlib.Path(tempfile.mkdtemp()) / "b.png"
+    >>> bar_plot(out, ["mean", "p95"], {"a": [1.0, 2.0], "b": [0.5, 1.0]},
+    ...          title="t", ylabel="s").exists()
+    True
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig, ax = plt.subplots(figsize=(7, 4), dpi=110)
+    width = 0.8 / max(len(series), 1)
+    for i, (label, ys) in enumerate(series.items()):
+        xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
+        ax.bar(xs, list(ys), width=width, label=label)
+    ax.set_xticks(range(len(groups)), list(groups))
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.grid(True, axis="y", alpha=0.3)
+    if series:
+        ax.legend(fontsize="small", loc="best")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
 def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
     """A GitHub markdown table of dict rows; floats shown with 4 significant digits.
 

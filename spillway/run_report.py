@@ -23,6 +23,10 @@ Definitions used throughout:
   (``latency_bound_s`` is that bound for the longest window). Window times are counted from
   the first result window of the run, which starts at feed time 0; a window belongs to the
   first interval at or after its end.
+- *groups* (policies that decide per group, CoD): ``groups_mean`` is the mean number of
+  distinct groups among a query's tuples decided per interval of the steady part,
+  ``missing_groups_mean`` the mean number of those of which nothing was kept (CoD §VII-C2's
+  "missing groups"); NaN for other policies.
 
 Examples
 --------
@@ -243,6 +247,7 @@ def summarise_run(
         else:
             p95 = _p95([r.query_latency_s.get(q.name, math.nan) for r in hs])
         target = latency_target(q, config.trigger_s)
+        grouped = [r for r in hs if q.name in r.query_groups]
         queries.append(
             {
                 "name": q.name,
@@ -259,6 +264,10 @@ def summarise_run(
                 "rows_in": rows_in,
                 "rows_kept": rows_kept,
                 "windows": int(len(w)),
+                # per-group decisions (CoD): groups decided per interval, and those of which
+                # nothing was kept (NaN when the policy did not decide per group)
+                "groups_mean": _mean([r.query_groups[q.name] for r in grouped]),
+                "missing_groups_mean": _mean([r.missing_groups[q.name] for r in grouped]),
             }
         )
     p95s = [q["latency_p95_s"] for q in queries if math.isfinite(q["latency_p95_s"])]

@@ -71,6 +71,17 @@ class IntervalRecord:
     ``capacity_tuples`` is what the cost model estimated the interval could process;
     ``processed_tuples`` is what Spark actually processed for that interval's batches;
     ``batch_s`` is the measured micro-batch duration. Per-query dicts are keyed by query name.
+
+    ``query_groups`` and ``query_groups_kept`` are filled only by decisions of a policy that
+    admits per group (``Policy.needs_groups``, e.g. CoD): per query, the distinct group keys
+    among the tuples decided, and those of which at least one tuple was kept; their difference
+    is CoD's "missing groups" (§VII-C2). Empty when the decision did not look at groups.
+
+    >>> r = IntervalRecord(t=1.0, capacity_tuples=50.0, arrived_tuples=900, admitted_tuples=50,
+    ...                    processed_tuples=0, batch_s=0.0, query_groups={"q": 40},
+    ...                    query_groups_kept={"q": 38})
+    >>> r.missing_groups
+    {'q': 2}
     """
 
     t: float
@@ -82,3 +93,11 @@ class IntervalRecord:
     query_sic: dict[str, float] = field(default_factory=dict)
     query_kept: dict[str, float] = field(default_factory=dict)
     query_latency_s: dict[str, float] = field(default_factory=dict)
+    query_groups: dict[str, int] = field(default_factory=dict)
+    query_groups_kept: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def missing_groups(self) -> dict[str, int]:
+        """Per query, groups with tuples decided of which nothing was kept (empty when the
+        decision did not look at groups)."""
+        return {q: n - self.query_groups_kept.get(q, 0) for q, n in self.query_groups.items()}

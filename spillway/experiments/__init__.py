@@ -27,6 +27,8 @@ Registered:
   overlap between consecutive windows of the top-10 query on the taxi feed;
 - ``cod-accuracy`` (:mod:`~spillway.experiments.cod_accuracy`): CoD Figs. 9-10, error of
   uniform and cod shedding on the taxi, tasks and packets workloads;
+- ``cod-latency`` (:mod:`~spillway.experiments.cod_latency`): CoD Figs. 7-8, window latency and
+  rows/s of normal processing, uniform and cod shedding of a grouped query on Spark;
 - ``sic-correlation`` (:mod:`~spillway.experiments.sic_correlation`): THEMIS Figs. 6-7 / DISSP
   §6, SIC against result error on Spark with a random shedder as load rises;
 - ``single-node-fairness`` (:mod:`~spillway.experiments.single_node_fairness`): THEMIS Fig. 8,
@@ -43,7 +45,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from spillway.errors import UnknownNameError
 from spillway.experiments import (
     cod_accuracy,
     cod_drift,
+    cod_latency,
     sic_correlation,
     single_node_fairness,
     stw_validation,
@@ -63,6 +66,7 @@ from spillway.experiments import (
 EXPERIMENTS: dict[str, ModuleType] = {
     "cod-drift": cod_drift,
     "cod-accuracy": cod_accuracy,
+    "cod-latency": cod_latency,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,
     "stw-validation": stw_validation,

@@ -192,10 +192,13 @@ def _run_once(
 ) -> LevelRun:
     from spillway.spark.node import Node
 
-    # Feed time 0 on a whole multiple of every window: tumbling windows start at multiples of
-    # their length in Unix time (``floor(event_ts / window_s)``) while batches end on multiples
-    # in feed time, so the two agree only when the epoch is aligned.
-    align = math.lcm(*(max(1, round(q.window_s * 1000)) for q in config.queries)) / 1000
+    # Feed time 0 on a whole multiple of every window and of the trigger: tumbling windows
+    # start at multiples of their length in Unix time (``floor(event_ts / window_s)``) while
+    # batches end on multiples in feed time, so the two agree only when the epoch is aligned;
+    # and Spark's trigger fires at multiples of its interval in Unix time, so an epoch off
+    # that grid would make every result wait up to one more trigger (a random offset per run).
+    lengths = [q.window_s for q in config.queries] + [config.trigger_s]
+    align = math.lcm(*(max(1, round(x * 1000)) for x in lengths)) / 1000
     epoch = math.floor(time.time() / align) * align
     node = Node(
         config,

@@ -27,8 +27,9 @@ Registries (the names used by ``QuerySpec.feed`` and ``QuerySpec.profile``):
   (:mod:`~spillway.feeds.profiles`).
 
 To add a generated feed, subclass :class:`~spillway.feeds.generated.GeneratedFeed` in its own
-module and add it to :data:`FEEDS` below; :func:`make_feed` then accepts its name and its own
-keyword options.
+module (its constructor takes its own keyword options and forwards the shared
+:class:`~spillway.feeds.generated.FeedSettings`) and add it to :data:`FEEDS` below;
+:func:`make_feed` then accepts its name and its own keyword options.
 
 Examples
 --------
@@ -52,7 +53,7 @@ from typing import Any
 
 from spillway.feeds.base import PAYLOAD_COLUMNS, Feed
 from spillway.feeds.cluster import ClusterFeed
-from spillway.feeds.generated import GeneratedFeed
+from spillway.feeds.generated import FeedSettings, GeneratedFeed
 from spillway.feeds.options import construct
 from spillway.feeds.packets import PacketFeed
 from spillway.feeds.profiles import (
@@ -82,7 +83,7 @@ FEEDS: dict[str, type[Feed]] = {
     "packets": PacketFeed,
 }
 
-_FIXED = ("n_sources", "rate", "profile", "profile_options", "seed")
+_FIXED = tuple(FeedSettings.__annotations__)  # the shared settings, left out of messages
 
 
 def make_feed(
@@ -140,6 +141,7 @@ __all__ = [
     "ConstantProfile",
     "ExponentialFeed",
     "Feed",
+    "FeedSettings",
     "GaussianFeed",
     "GeneratedFeed",
     "MixedFeed",

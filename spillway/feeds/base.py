@@ -14,6 +14,8 @@ Spark schema serves every workload:
 Examples
 --------
 A subclass needs four methods; :class:`spillway.testing.ListFeed` is the smallest real one.
+:meth:`Feed.keys` (the ``key`` column alone) defaults to the payload's and may be overridden
+when keys are cheaper than the whole payload.
 """
 
 from __future__ import annotations
@@ -50,6 +52,21 @@ class Feed(ABC):
     @abstractmethod
     def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
         """Payload columns ``key`` (int64) and ``value`` (float64) of tuples ``index``."""
+
+    def keys(self, source: int, index: np.ndarray) -> np.ndarray:
+        """The ``key`` column alone (int64) of tuples ``index`` of ``source``.
+
+        The Spark runtime scans the keys of every waiting tuple when a policy admits per group
+        (``Policy.needs_groups``), and again when it reads a grouped lane, so feeds whose keys
+        are cheaper than their whole payload should override this. Default: the payload's
+        ``key`` column.
+
+        >>> from spillway.testing import ListFeed
+        >>> f = ListFeed(times=[[0.1, 0.2, 0.3]], values=[[1.0, 2.0, 3.0]], keys=[[7, 8, 7]])
+        >>> f.keys(0, np.array([0, 2])).tolist()
+        [7, 7]
+        """
+        return np.asarray(self.payload(source, index)["key"], dtype=np.int64)
 
     def event_time(self, source: int, index: np.ndarray) -> np.ndarray:
         """Event time (s) of tuples; the arrival time unless the feed replays recorded times."""

@@ -35,16 +35,14 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 
 from spillway.errors import ConfigError
 from spillway.feeds import hashing
-from spillway.feeds.generated import GeneratedFeed
+from spillway.feeds.generated import FeedSettings, GeneratedFeed
 from spillway.feeds.options import count_of
-from spillway.feeds.profiles import Profile
 
 #: (time scale s, amplitude in CPU points) of the CPU's smooth noise.
 CPU_SCALES: tuple[tuple[float, float], ...] = ((120.0, 18.0), (15.0, 8.0), (2.0, 4.0))
@@ -99,27 +97,17 @@ class ClusterFeed(GeneratedFeed):
     def __init__(
         self,
         *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
         layout: str = "cpu_mem",
         machine_offset: int = 0,
+        **settings: Unpack[FeedSettings],
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+        super().__init__(**settings)
         if layout not in LAYOUTS:
             raise ConfigError(f"cluster layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
-        if layout == "cpu_mem" and n_sources % 2:
+        if layout == "cpu_mem" and self.n_sources % 2:
             raise ConfigError(
                 f"cluster layout 'cpu_mem' needs an even number of sources (CPU and memory of "
-                f"each machine), got {n_sources}: use an even number or layout = 'cpu'"
+                f"each machine), got {self.n_sources}: use an even number or layout = 'cpu'"
             )
         self.layout = layout
         self.machine_offset = count_of("cluster machine_offset", machine_offset, low=0)
@@ -182,6 +170,3 @@ class ClusterFeed(GeneratedFeed):
             return np.clip(np.round(free), 0.0, MEM_TOTAL_KB)
         noise = 1.5 * hashing.normal(self.seed, "cluster.cpu.read", source, index)
         return np.clip(self.cpu(m, t) + noise, 0.0, 100.0)
-
-    def options(self) -> dict[str, Any]:
-        return {"layout": self.layout, "machine_offset": self.machine_offset}

@@ -157,6 +157,29 @@ def exponential(
     return -np.log(uniform(seed, stream, source, index))
 
 
+def lognormal(
+    seed: int,
+    stream: Stream,
+    source: int | np.ndarray,
+    index: int | np.ndarray,
+    *,
+    cv: float,
+) -> np.ndarray:
+    """Log-normal factors of mean 1 and coefficient of variation ``cv``.
+
+    ``exp(σ z − σ²/2)`` with ``σ² = log(1 + cv²)`` and ``z`` the :func:`normal` of ``stream``.
+
+    >>> x = lognormal(4, "f", 0, np.arange(200_000), cv=0.5)
+    >>> round(float(x.mean()), 2), round(float(x.std() / x.mean()), 2)
+    (1.0, 0.5)
+    >>> lognormal(4, "f", 0, np.arange(3), cv=0.0).tolist()
+    [1.0, 1.0, 1.0]
+    """
+    z = normal(seed, stream, source, index)
+    sig = float(np.sqrt(np.log1p(cv * cv)))
+    return np.exp(sig * z - 0.5 * sig * sig)
+
+
 def pareto(
     seed: int,
     stream: Stream,

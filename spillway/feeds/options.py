@@ -35,6 +35,22 @@ def positive(name: str, value: Any, *, allow_zero: bool = False) -> float:
     return float(value)
 
 
+def in_range(name: str, value: Any, low: float, high: float) -> float:
+    """``value`` as a float, checked to be a number in ``[low, high]``.
+
+    >>> in_range("drift", 0.3, 0.0, 0.5)
+    0.3
+    >>> in_range("drift", 0.6, 0.0, 0.5)
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: drift must be a number in [0, 0.5], got 0.6
+    """
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
+    if not ok or not low <= value <= high:
+        raise ConfigError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
+    return float(value)
+
+
 def count_of(name: str, value: Any, *, low: int = 1) -> int:
     """``value`` checked to be an int ``>= low``.
 

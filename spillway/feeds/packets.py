@@ -25,16 +25,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 
 from spillway.feeds import hashing
-from spillway.feeds.generated import GeneratedFeed
-from spillway.feeds.options import count_of, positive
-from spillway.feeds.profiles import Profile
-from spillway.feeds.taxi import check_fraction
+from spillway.feeds.generated import FeedSettings, GeneratedFeed
+from spillway.feeds.options import count_of, in_range, positive
 
 MTU = 1500.0
 SMALL_BASE, SMALL_MEAN_EXTRA, SMALL_MAX = 40.0, 20.0, 120.0
@@ -58,24 +55,14 @@ class PacketFeed(GeneratedFeed):
     def __init__(
         self,
         *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
         epoch_s: float = 15.0,
         amplitude: float = 0.2,
         period_s: float = 600.0,
+        **settings: Unpack[FeedSettings],
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+        super().__init__(**settings)
         self.epoch_s = positive("packets epoch_s", epoch_s)
-        self.amplitude = check_fraction("packets amplitude", amplitude, 0.0, 0.45)
+        self.amplitude = in_range("packets amplitude", amplitude, 0.0, 0.45)
         self.period_s = positive("packets period_s", period_s)
 
     def p_small(self, epoch: np.ndarray) -> np.ndarray:
@@ -101,15 +88,10 @@ class PacketFeed(GeneratedFeed):
         return p * small + (1 - p) * large
 
     def values(self, source: int, index: np.ndarray) -> np.ndarray:
-        if index.size == 0:
-            return np.zeros(0)
-        ep = np.floor(self.arrival_time(source, index) / self.epoch_s).astype(np.int64)
+        ep = self.epoch_of(source, index, self.epoch_s)
         u = hashing.uniform(self.seed, "packets.kind", source, index)
         x = hashing.exponential(self.seed, "packets.small", source, index)
         w = hashing.uniform(self.seed, "packets.large", source, index)
         small = SMALL_BASE + np.minimum(SMALL_MEAN_EXTRA * x, SMALL_MAX - SMALL_BASE)
         large = np.where(w < P_MTU, MTU, SMALL_MAX + (w - P_MTU) / (1 - P_MTU) * (MTU - SMALL_MAX))
         return np.where(u < self.p_small(ep), np.round(small), np.floor(large))
-
-    def options(self) -> dict[str, Any]:
-        return {"epoch_s": self.epoch_s, "amplitude": self.amplitude, "period_s": self.period_s}

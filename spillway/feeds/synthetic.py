@@ -25,15 +25,13 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 
 from spillway.feeds import hashing
-from spillway.feeds.generated import GeneratedFeed
+from spillway.feeds.generated import FeedSettings, GeneratedFeed
 from spillway.feeds.options import positive
-from spillway.feeds.profiles import Profile
 
 _VALUE = "value"
 _CHOICE = "mixed.choice"
@@ -49,31 +47,14 @@ class GaussianFeed(GeneratedFeed):
     name = "gaussian"
 
     def __init__(
-        self,
-        *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
-        mean: float = 50.0,
-        std: float = 10.0,
+        self, *, mean: float = 50.0, std: float = 10.0, **settings: Unpack[FeedSettings]
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+        super().__init__(**settings)
         self.mean = positive("gaussian mean", mean, allow_zero=True)
         self.std = positive("gaussian std", std)
 
     def values(self, source: int, index: np.ndarray) -> np.ndarray:
         return self.mean + self.std * hashing.normal(self.seed, _VALUE, source, index)
-
-    def options(self) -> dict[str, Any]:
-        return {"mean": self.mean, "std": self.std}
 
 
 class UniformFeed(GeneratedFeed):
@@ -87,32 +68,15 @@ class UniformFeed(GeneratedFeed):
     name = "uniform"
 
     def __init__(
-        self,
-        *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
-        mean: float = 50.0,
-        width: float = 100.0,
+        self, *, mean: float = 50.0, width: float = 100.0, **settings: Unpack[FeedSettings]
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+        super().__init__(**settings)
         self.mean = positive("uniform mean", mean, allow_zero=True)
         self.width = positive("uniform width", width)
 
     def values(self, source: int, index: np.ndarray) -> np.ndarray:
         u = hashing.uniform(self.seed, _VALUE, source, index)
         return self.mean + self.width * (u - 0.5)
-
-    def options(self) -> dict[str, Any]:
-        return {"mean": self.mean, "width": self.width}
 
 
 class ExponentialFeed(GeneratedFeed):
@@ -125,30 +89,12 @@ class ExponentialFeed(GeneratedFeed):
 
     name = "exponential"
 
-    def __init__(
-        self,
-        *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
-        mean: float = 50.0,
-    ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+    def __init__(self, *, mean: float = 50.0, **settings: Unpack[FeedSettings]) -> None:
+        super().__init__(**settings)
         self.mean = positive("exponential mean", mean)
 
     def values(self, source: int, index: np.ndarray) -> np.ndarray:
         return self.mean * hashing.exponential(self.seed, _VALUE, source, index)
-
-    def options(self) -> dict[str, Any]:
-        return {"mean": self.mean}
 
 
 class MixedFeed(GeneratedFeed):
@@ -167,28 +113,13 @@ class MixedFeed(GeneratedFeed):
     def __init__(
         self,
         *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
         mean: float = 50.0,
         std: float = 10.0,
         width: float = 100.0,
+        **settings: Unpack[FeedSettings],
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
-        common: dict[str, Any] = {
-            "n_sources": n_sources,
-            "rate": rate,
-            "profile": self.profile,
-            "seed": seed,
-        }
+        super().__init__(**settings)
+        common: FeedSettings = {**settings, "profile": self.profile}  # the same arrivals
         self.parts: tuple[GeneratedFeed, ...] = (
             GaussianFeed(mean=mean, std=std, **common),
             UniformFeed(mean=mean, width=width, **common),
@@ -208,6 +139,3 @@ class MixedFeed(GeneratedFeed):
             sel = which == k
             out[sel] = part.values(source, index[sel])
         return out
-
-    def options(self) -> dict[str, Any]:
-        return {"mean": self.mean, "std": self.std, "width": self.width}

@@ -11,7 +11,8 @@ which Uniform could hardly miss a group (spec B3.2), so — as the spec suggests
 - ``key`` = task class; its share of the events follows a Zipf law of exponent ``zipf_s`` over
   popularity ranks, and the ranks drift: every class redraws its hashed popularity score once
   every ``1 / drift`` epochs of ``epoch_s`` on average (at its own phase), so each epoch a
-  fraction ``drift`` of the classes moves in the ranking.
+  fraction ``drift`` of the classes moves in the ranking
+  (:class:`~spillway.feeds.popularity.DriftingZipf`).
 - ``value`` = normalised CPU request of the task (the trace's [0, 1] scale): a per-class level
   ``median_cpu · exp(0.7·Z_c)`` times a log-normal factor of coefficient of variation ``cpu_cv``,
   clipped to [1e-4, 1].
@@ -33,16 +34,14 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 
 from spillway.feeds import hashing
-from spillway.feeds.generated import GeneratedFeed
-from spillway.feeds.options import check_index, check_source, count_of, positive
-from spillway.feeds.profiles import Profile
-from spillway.feeds.taxi import check_fraction, lognormal_factor, zipf_cdf
+from spillway.feeds.generated import FeedSettings, GeneratedFeed
+from spillway.feeds.options import count_of, in_range, positive
+from spillway.feeds.popularity import DriftingZipf
 
 #: Spread (log-sd) of the per-class CPU request levels.
 CLASS_CPU_SIGMA = 0.7
@@ -67,36 +66,27 @@ class TaskFeed(GeneratedFeed):
     def __init__(
         self,
         *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
         n_classes: int = 40,
         zipf_s: float = 2.0,
         drift: float = 0.3,
         epoch_s: float = 1800.0,
         median_cpu: float = 0.03,
         cpu_cv: float = 0.25,
+        **settings: Unpack[FeedSettings],
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+        super().__init__(**settings)
         self.n_classes = count_of("tasks n_classes", n_classes, low=2)
         self.zipf_s = positive("tasks zipf_s", zipf_s)
-        self.drift = check_fraction("tasks drift", drift, 0.0, 1.0)
+        self.drift = in_range("tasks drift", drift, 0.0, 1.0)
         self.epoch_s = positive("tasks epoch_s", epoch_s)
-        self.median_cpu = check_fraction("tasks median_cpu", median_cpu, 1e-4, 1.0)
-        self.cpu_cv = check_fraction("tasks cpu_cv", cpu_cv, 0.0, 1.0)
-        classes = np.arange(self.n_classes)
-        self._cdf = zipf_cdf(self.n_classes, self.zipf_s)
-        self._phase = hashing.uniform(self.seed, "tasks.pop.phase", classes, 0)
+        self.median_cpu = in_range("tasks median_cpu", median_cpu, 1e-4, 1.0)
+        self.cpu_cv = in_range("tasks cpu_cv", cpu_cv, 0.0, 1.0)
+        self.popularity = DriftingZipf(
+            seed=self.seed, stream="tasks", n=self.n_classes, s=self.zipf_s, drift=self.drift
+        )
         self._level = self.median_cpu * np.exp(
-            CLASS_CPU_SIGMA * hashing.normal(self.seed, "tasks.cpu.level", classes, 0)
+            CLASS_CPU_SIGMA
+            * hashing.normal(self.seed, "tasks.cpu.level", np.arange(self.n_classes), 0)
         )
 
     def popularity_order(self, epoch: int) -> np.ndarray:
@@ -105,51 +95,21 @@ class TaskFeed(GeneratedFeed):
         >>> sorted(TaskFeed(n_sources=1, rate=1.0).popularity_order(3).tolist()) == list(range(40))
         True
         """
-        e = count_of("epoch", epoch, low=0)
-        refresh = np.floor(e * self.drift + self._phase).astype(np.int64)
-        score = hashing.uniform(self.seed, "tasks.pop.score", np.arange(self.n_classes), refresh)
-        return np.argsort(-score, kind="stable")
+        return self.popularity.order(epoch)
 
     def class_share(self, epoch: int) -> np.ndarray:
         """Expected share of the events of every class at ``epoch`` (sums to 1)."""
-        share = np.empty(self.n_classes)
-        share[self.popularity_order(epoch)] = np.diff(np.concatenate(([0.0], self._cdf)))
-        return share
+        return self.popularity.share(epoch)
 
     def keys(self, source: int, index: np.ndarray) -> np.ndarray:
-        if index.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        ep = np.floor(self.arrival_time(source, index) / self.epoch_s).astype(np.int64)
         u = hashing.uniform(self.seed, "tasks.class", source, index)
-        rank = np.minimum(np.searchsorted(self._cdf, u, side="right"), self.n_classes - 1)
-        out = np.empty(index.shape, dtype=np.int64)
-        for e in np.unique(ep):
-            at = ep == e
-            out[at] = self.popularity_order(int(e))[rank[at]]
-        return out
+        return self.popularity.draw(u, self.epoch_of(source, index, self.epoch_s))
 
-    def _values_of(self, source: int, index: np.ndarray, cls: np.ndarray) -> np.ndarray:
-        z = hashing.normal(self.seed, "tasks.cpu.task", source, index)
-        return np.clip(self._level[cls] * lognormal_factor(self.cpu_cv, z), 1e-4, 1.0)
+    def keyed_values(self, source: int, index: np.ndarray, key: np.ndarray) -> np.ndarray:
+        cpu = self._level[key] * hashing.lognormal(
+            self.seed, "tasks.cpu.task", source, index, cv=self.cpu_cv
+        )
+        return np.clip(cpu, 1e-4, 1.0)
 
     def values(self, source: int, index: np.ndarray) -> np.ndarray:
-        if index.size == 0:
-            return np.zeros(0)
-        return self._values_of(source, index, self.keys(source, index))
-
-    def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
-        s = check_source(self.n_sources, source)
-        idx = check_index(index)
-        cls = self.keys(s, idx)
-        vals = self._values_of(s, idx, cls) if idx.size else np.zeros(0)
-        return {"key": cls, "value": vals}
-
-    def options(self) -> dict[str, Any]:
-        return {
-            "n_classes": self.n_classes,
-            "zipf_s": self.zipf_s,
-            "drift": self.drift,
-            "epoch_s": self.epoch_s,
-            "median_cpu": self.median_cpu,
-            "cpu_cv": self.cpu_cv,
-        }
+        return self.keyed_values(source, index, self.keys(source, index))

@@ -11,7 +11,8 @@ experiments depend on:
   ``1 - pool_share`` of the rides by a Zipf law of exponent ``zipf_s`` over popularity ranks.
   Time is cut into *epochs* of ``epoch_s`` (the query's slide). Every route holds a hashed score
   that it redraws once every ``1 / popularity_drift`` epochs on average (at its own phase), and
-  the ranks follow the scores: each epoch a fraction ``popularity_drift`` of the routes moves.
+  the ranks follow the scores: each epoch a fraction ``popularity_drift`` of the routes moves
+  (:class:`~spillway.feeds.popularity.DriftingZipf`).
 - **Fares with a small per-route spread.** A route's mean fare is ``median_fare · exp(0.35·Z_r)``
   (a fixed per-route level), and a ride's fare is that mean times a log-normal factor of
   coefficient of variation ``fare_cv`` (0.1 by default: fares follow distance, so rides of one
@@ -51,16 +52,15 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from typing import Unpack
 
 import numpy as np
 
 from spillway.errors import ConfigError
 from spillway.feeds import hashing
-from spillway.feeds.generated import GeneratedFeed
-from spillway.feeds.options import check_index, check_source, count_of, positive
-from spillway.feeds.profiles import Profile
+from spillway.feeds.generated import FeedSettings, GeneratedFeed
+from spillway.feeds.options import count_of, in_range, positive
+from spillway.feeds.popularity import DriftingZipf
 
 #: Mean fare of a premium route over its ordinary level (keeps premium routes on top).
 PREMIUM_FACTOR = 10.0
@@ -68,28 +68,6 @@ PREMIUM_FACTOR = 10.0
 POOL_LEVEL = 1.5
 #: Spread (log-sd) of the ordinary per-route fare levels.
 ROUTE_FARE_SIGMA = 0.35
-
-
-def lognormal_factor(cv: float, z: np.ndarray) -> np.ndarray:
-    """``exp(σ z − σ²/2)`` with ``σ² = log(1 + cv²)``: mean 1, coefficient of variation ``cv``.
-
-    >>> lognormal_factor(0.0, np.array([1.5])).tolist()
-    [1.0]
-    """
-    sig = float(np.sqrt(np.log1p(cv * cv)))
-    return np.exp(sig * z - 0.5 * sig * sig)
-
-
-def zipf_cdf(n: int, s: float) -> np.ndarray:
-    """Cumulative Zipf probabilities of ranks 1..n (exponent ``s``), last entry exactly 1.
-
-    >>> zipf_cdf(3, 1.0).round(3).tolist()
-    [0.545, 0.818, 1.0]
-    """
-    w = np.arange(1, n + 1, dtype=np.float64) ** (-s)
-    c = np.cumsum(w)
-    c /= c[-1]
-    return c
 
 
 class TaxiFeed(GeneratedFeed):
@@ -115,11 +93,6 @@ class TaxiFeed(GeneratedFeed):
     def __init__(
         self,
         *,
-        n_sources: int,
-        rate: float,
-        profile: str | Profile = "constant",
-        profile_options: Mapping[str, Any] | None = None,
-        seed: int = 0,
         n_routes: int = 3000,
         zipf_s: float = 1.2,
         popularity_drift: float = 0.2,
@@ -130,20 +103,15 @@ class TaxiFeed(GeneratedFeed):
         pool_share: float = 0.1,
         median_fare: float = 10.0,
         fare_cv: float = 0.1,
+        **settings: Unpack[FeedSettings],
     ) -> None:
-        super().__init__(
-            n_sources=n_sources,
-            rate=rate,
-            profile=profile,
-            profile_options=profile_options,
-            seed=seed,
-        )
+        super().__init__(**settings)
         self.n_routes = count_of("taxi n_routes", n_routes)
         self.zipf_s = positive("taxi zipf_s", zipf_s)
-        self.popularity_drift = check_fraction("taxi popularity_drift", popularity_drift, 0.0, 1.0)
+        self.popularity_drift = in_range("taxi popularity_drift", popularity_drift, 0.0, 1.0)
         self.top_k = count_of("taxi top_k", top_k, low=2)
         half = self.top_k // 2
-        self.drift = check_fraction("taxi drift", drift, 0.0, half / self.top_k)
+        self.drift = in_range("taxi drift", drift, 0.0, half / self.top_k)
         self.epoch_s = positive("taxi epoch_s", epoch_s)
         self.pool_routes = count_of("taxi pool_routes", pool_routes, low=2 * self.top_k)
         if self.pool_routes % self.top_k:
@@ -151,16 +119,21 @@ class TaxiFeed(GeneratedFeed):
                 f"taxi pool_routes must be a multiple of top_k ({self.top_k}) so every premium "
                 f"slot owns a sub-pool, got {pool_routes}"
             )
-        self.pool_share = check_fraction("taxi pool_share", pool_share, 1e-9, 0.5)
+        self.pool_share = in_range("taxi pool_share", pool_share, 1e-9, 0.5)
         self.median_fare = positive("taxi median_fare", median_fare)
-        self.fare_cv = check_fraction("taxi fare_cv", fare_cv, 0.0, 1.0)
-        self._cdf = zipf_cdf(self.n_routes, self.zipf_s)
+        self.fare_cv = in_range("taxi fare_cv", fare_cv, 0.0, 1.0)
+        self.popularity = DriftingZipf(
+            seed=self.seed,
+            stream="taxi",
+            n=self.n_routes,
+            s=self.zipf_s,
+            drift=self.popularity_drift,
+        )
         self._change_p = self.drift * self.top_k / half
         self._changes = np.zeros(1, dtype=np.int64)  # C(e): premium changes by epoch e (cache)
-        ordinary = np.arange(self.n_routes)
-        self._pop_phase = hashing.uniform(self.seed, "taxi.pop.phase", ordinary, 0)
         self._fare_level = self.median_fare * np.exp(
-            ROUTE_FARE_SIGMA * hashing.normal(self.seed, "taxi.fare.level", ordinary, 0)
+            ROUTE_FARE_SIGMA
+            * hashing.normal(self.seed, "taxi.fare.level", np.arange(self.n_routes), 0)
         )
         # Pool routes share one ordinary level, so within a window their mean fares are ordered
         # by how much of the window they spent premium (what makes the top-k exact).
@@ -213,32 +186,19 @@ class TaxiFeed(GeneratedFeed):
 
     def popularity_order(self, epoch: int) -> np.ndarray:
         """Ordinary route indices (0-based) from the most to the least popular at ``epoch``."""
-        e = count_of("epoch", epoch, low=0)
-        r = np.arange(self.n_routes)
-        refresh = np.floor(e * self.popularity_drift + self._pop_phase).astype(np.int64)
-        score = hashing.uniform(self.seed, "taxi.pop.score", r, refresh)
-        return np.argsort(-score, kind="stable")
+        return self.popularity.order(epoch)
 
     # ------------------------------------------------------------------ payload
-    def _epochs(self, source: int, index: np.ndarray) -> np.ndarray:
-        t = self.arrival_time(source, index)
-        return np.floor(t / self.epoch_s).astype(np.int64)
-
     def keys(self, source: int, index: np.ndarray) -> np.ndarray:
-        if index.size == 0:
-            return np.zeros(0, dtype=np.int64)
-        ep = self._epochs(source, index)
         u = hashing.uniform(self.seed, "taxi.route", source, index)
         out = np.empty(index.shape, dtype=np.int64)
         pool = u < self.pool_share
         out[pool] = np.minimum(
             (u[pool] / self.pool_share * self.pool_routes).astype(np.int64), self.pool_routes - 1
         )
-        v = (u - self.pool_share) / (1.0 - self.pool_share)
-        for e in np.unique(ep[~pool]):
-            sel = ~pool & (ep == e)
-            rank = np.minimum(np.searchsorted(self._cdf, v[sel], side="right"), self.n_routes - 1)
-            out[sel] = self.pool_routes + self.popularity_order(int(e))[rank]
+        v = (u[~pool] - self.pool_share) / (1.0 - self.pool_share)
+        ep = self.epoch_of(source, index, self.epoch_s)[~pool]
+        out[~pool] = self.pool_routes + self.popularity.draw(v, ep)
         return out
 
     def mean_fare(self, route: np.ndarray, epoch: np.ndarray) -> np.ndarray:
@@ -257,42 +217,10 @@ class TaxiFeed(GeneratedFeed):
         out[pool] = np.where(prem, PREMIUM_FACTOR * level, level)
         return out
 
+    def keyed_values(self, source: int, index: np.ndarray, key: np.ndarray) -> np.ndarray:
+        mean = self.mean_fare(key, self.epoch_of(source, index, self.epoch_s))
+        ride = hashing.lognormal(self.seed, "taxi.fare.ride", source, index, cv=self.fare_cv)
+        return np.round(mean * ride, 2)
+
     def values(self, source: int, index: np.ndarray) -> np.ndarray:
-        if index.size == 0:
-            return np.zeros(0)
-        route = self.keys(source, index)
-        mean = self.mean_fare(route, self._epochs(source, index))
-        z = hashing.normal(self.seed, "taxi.fare.ride", source, index)
-        return np.round(mean * lognormal_factor(self.fare_cv, z), 2)
-
-    def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
-        s = check_source(self.n_sources, source)
-        idx = check_index(index)
-        if idx.size == 0:
-            return {"key": np.zeros(0, dtype=np.int64), "value": np.zeros(0)}
-        ep = self._epochs(s, idx)
-        route = self.keys(s, idx)
-        mean = self.mean_fare(route, ep)
-        z = hashing.normal(self.seed, "taxi.fare.ride", s, idx)
-        return {"key": route, "value": np.round(mean * lognormal_factor(self.fare_cv, z), 2)}
-
-    def options(self) -> dict[str, Any]:
-        return {
-            "n_routes": self.n_routes,
-            "zipf_s": self.zipf_s,
-            "popularity_drift": self.popularity_drift,
-            "drift": self.drift,
-            "epoch_s": self.epoch_s,
-            "top_k": self.top_k,
-            "pool_routes": self.pool_routes,
-            "pool_share": self.pool_share,
-            "median_fare": self.median_fare,
-            "fare_cv": self.fare_cv,
-        }
-
-
-def check_fraction(name: str, value: Any, low: float, high: float) -> float:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and np.isfinite(value)
-    if not ok or not low <= value <= high:
-        raise ConfigError(f"{name} must be a number in [{low:g}, {high:g}], got {value!r}")
-    return float(value)
+        return self.keyed_values(source, index, self.keys(source, index))

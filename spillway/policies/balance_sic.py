@@ -14,7 +14,9 @@ How this module reads Algorithm 1 (errata and open points of the seed, spec C4):
    a lane's tuple costs ``Backlog.cost`` (1 when None).
 3. Overshoot-after: ``q'`` takes tuples until ``q'_SIC >= q''_SIC``; the tuple that crosses is
    admitted. When no distinct ``q''`` exists (every query tied, Fig. 3 iterations 1 and 5), ``q'``
-   takes one tuple. This rule reproduces Fig. 3 and Fig. 4 for every tie-break.
+   takes one tuple. This rule reproduces Fig. 3 and Fig. 4 for every tie-break. Every iteration
+   admits at least one tuple: ``q'`` can be within ``epsilon`` of the minimum and of ``q''`` at
+   once (closeness is not transitive), and then ``q''`` counts as not distinct from ``q'``.
 4. Highest SIC first (line 17, ``max(x_SIC)``) is applied across the query's lanes, ordered by
    SIC per unit of cost (the paper's aim: most SIC per unit of capacity). When a query's lanes
    share one cost (always when ``cost`` is None) this is plain highest-SIC-first.
@@ -179,7 +181,8 @@ def random_tie_break(rng: np.random.Generator) -> Chooser:
 
 
 def _base(backlog: Backlog, update_sic: bool) -> np.ndarray:
-    return backlog.query_sic.copy() if update_sic else np.zeros(backlog.n_queries)
+    """Each query's SIC before this node admits anything (read only: callers never write it)."""
+    return backlog.query_sic if update_sic else np.zeros(backlog.n_queries)
 
 
 def _lane_order(backlog: Backlog, capacity: float) -> np.ndarray:
@@ -188,26 +191,32 @@ def _lane_order(backlog: Backlog, capacity: float) -> np.ndarray:
     Only lanes with SIC > 0, tuples waiting and a tuple cost within ``capacity`` take part.
     Ties keep lane order.
     """
-    sic = backlog.tuple_sic
-    take = (sic > 0) & (backlog.count > 0)
-    if backlog.cost is not None:
-        take &= backlog.cost <= capacity
-    elif capacity < 1:
+    sic, count, cost = backlog.tuple_sic, backlog.count, backlog.cost
+    if sic.size == 0 or (cost is None and capacity < 1):
         return np.zeros(0, dtype=np.int64)
-    if take.all():
+    # Two reductions decide the common case (every lane takes part) without a mask.
+    if sic.min() > 0 and count.min() > 0 and (cost is None or cost.max() <= capacity):
         idx, lane_query = None, backlog.lane_query
-        density = sic if backlog.cost is None else sic / backlog.cost
+        density = sic if cost is None else sic / cost
     else:
+        take = (sic > 0) & (count > 0)
+        if cost is not None:
+            take &= cost <= capacity
         idx = np.flatnonzero(take)
         lane_query = backlog.lane_query[idx]
-        density = sic[idx] if backlog.cost is None else sic[idx] / backlog.cost[idx]
-    if density.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    log_density = np.log(density)
-    top = float(log_density.max())
-    span = top - float(log_density.min())
-    key = lane_query + (top - log_density) * (0.5 / span) if span > 0 else lane_query
-    by = np.argsort(key, kind="stable")
+        density = sic[idx] if cost is None else sic[idx] / cost[idx]
+        if density.size == 0:
+            return idx
+    key = np.log(density)
+    top = float(key.max())
+    span = top - float(key.min())
+    if span > 0:  # key = lane_query + (top - log density) * (0.5 / span), in place
+        np.subtract(top, key, out=key)
+        key *= 0.5 / span
+        np.add(lane_query, key, out=key)
+    else:
+        key = lane_query
+    by = key.argsort(kind="stable")
     return by if idx is None else idx[by]
 
 
@@ -278,8 +287,11 @@ class _Node:
     def take(self, q: int, level: float, target: float | None) -> float:
         """Admit tuples of ``q`` until its SIC crosses ``target`` (Alg. 1 lines 15-20).
 
-        One tuple when ``target`` is None; stops early when nothing of ``q`` fits. Returns the
-        SIC gained.
+        One tuple when ``target`` is None, and at least one otherwise: with ``epsilon`` > 0,
+        ``q'`` can sit within ``epsilon`` of the minimum and of ``q''`` at once (closeness is
+        not transitive), so ``q''`` is not distinct from it and, as when no distinct ``q''``
+        exists, ``q'`` takes one tuple (an iteration that admits nothing would repeat forever).
+        Stops early when nothing of ``q`` fits. Returns the SIC gained.
         """
         if self.per_source:
             return self._take_balanced(q, level, target)
@@ -291,11 +303,12 @@ class _Node:
             n = 1
             if target is not None:
                 need = target - self.eps - (level + gain)
-                if need <= 0:
+                if need > 0:
+                    n = max(1, math.ceil(need / self.sic[p]))
+                    if n > 1 and (n - 1) * self.sic[p] >= need:
+                        n -= 1  # the division rounded up
+                elif gain > 0:
                     return gain
-                n = max(1, math.ceil(need / self.sic[p]))
-                if n > 1 and (n - 1) * self.sic[p] >= need:
-                    n -= 1  # the division rounded up
             n = min(n, self.rem[p], _fit(self.left, self.cost[p]))
             gain += self._admit(p, n)
             if target is None:
@@ -303,7 +316,7 @@ class _Node:
 
     def _take_balanced(self, q: int, level: float, target: float | None) -> float:
         gain = 0.0
-        while target is None or level + gain < target - self.eps:
+        while target is None or gain == 0 or level + gain < target - self.eps:
             best, best_sic = -1, 0.0
             for p in range(self.start[q], self.end[q]):
                 if self.rem[p] and self.cost[p] <= self.left:
@@ -482,27 +495,37 @@ def balance_sic_fast(
     [2, 4]
     """
     cap = check_capacity(capacity)
-    keep = np.zeros(backlog.n_lanes, dtype=np.int64)
+    return _fast(backlog, cap, rng, update_sic, epsilon)
+
+
+def _fast(
+    backlog: Backlog, cap: float, rng: np.random.Generator, update_sic: bool, epsilon: float
+) -> np.ndarray:
+    """:func:`balance_sic_fast` on a validated capacity."""
     order = _lane_order(backlog, cap)
-    left = cap
-    if order.size:
-        base = _base(backlog, update_sic)
-        taken, left = _greedy_fill(backlog, order, base, cap, rng, epsilon)
-        if backlog.cost is None:
-            more = left >= 1 and bool((backlog.count[order] > taken).any())
-        else:
-            more = bool(((backlog.count[order] > taken) & (backlog.cost[order] <= left)).any())
-        if more:  # unequal costs left room a cheaper lane can use: finish with the exact loop
-            node = _Node(backlog, order, taken, left, per_source_balanced=False, epsilon=epsilon)
-            gained = taken * backlog.tuple_sic[order]
-            level = base + np.bincount(backlog.lane_query[order], gained, minlength=base.size)
-            _run(node, level.tolist(), random_tie_break(rng))
-            keep = node.keep(backlog.n_lanes)
-            left = node.left
-        else:
-            keep[order] = taken
+    if not order.size:
+        keep = np.zeros(backlog.n_lanes, dtype=np.int64)
+        _fill_zero_sic(backlog, keep, cap, cap)
+        return keep
+    base = _base(backlog, update_sic)
+    taken, left, room = _greedy_fill(backlog, order, base, cap, rng, epsilon)
+    if room:  # unequal costs left room a cheaper lane can use: finish with the exact loop
+        node = _Node(backlog, order, taken, left, per_source_balanced=False, epsilon=epsilon)
+        gained = taken * backlog.tuple_sic[order]
+        level = base + np.bincount(backlog.lane_query[order], gained, minlength=base.size)
+        _run(node, level.tolist(), random_tie_break(rng))
+        keep = node.keep(backlog.n_lanes)
+        left = node.left
+    else:
+        keep = np.zeros(backlog.n_lanes, dtype=np.int64)
+        keep[order] = taken
     _fill_zero_sic(backlog, keep, cap, left)
     return keep
+
+
+#: Boundary tuples up to which :func:`_greedy_fill` ranks them in plain Python: below this a
+#: handful of list operations is cheaper than a dozen small-array numpy calls.
+SMALL_BOUNDARY = 24
 
 
 def _greedy_fill(
@@ -512,7 +535,7 @@ def _greedy_fill(
     cap: float,
     rng: np.random.Generator,
     eps: float,
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, bool]:
     """Admit tuples lowest pre-admission SIC first, as Algorithm 1 does, without iterating.
 
     Without ties Algorithm 1 gives every tuple to the query that is lowest at that moment, so
@@ -523,86 +546,167 @@ def _greedy_fill(
     ``L*`` with ``C(L*) = cap`` and a level ``L_lo`` with ``C(L_lo) = cap - sum of one tuple per
     query``. Every tuple with pre-level below ``L_lo`` is admitted; the few between ``L_lo`` and
     ``L*`` (about one per query) are sorted by pre-level (random among ties) and admitted while
-    they fit. Returns (taken per ordered lane, capacity left).
+    they fit. Returns (taken per ordered lane, capacity left, whether a lane still has a tuple
+    that fits the capacity left).
     """
     q = backlog.lane_query[order]
     g = backlog.tuple_sic[order]
     n = backlog.count[order]
-    unit = backlog.cost is None
-    c = np.ones(0) if backlog.cost is None else backlog.cost[order]
+    c = None if backlog.cost is None else backlog.cost[order]
+    size = q.size
     full_gain = n * g
-    starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
-    ends = np.append(starts[1:], q.size) - 1
+    first = np.empty(size, dtype=bool)  # first lane of each query (lanes are grouped)
+    first[0] = True
+    np.not_equal(q[1:], q[:-1], out=first[1:])
+    starts = first.nonzero()[0]
     # lo = base + SIC of the query's better lanes, as one running sum that restarts per query.
-    top = base[q[starts]] + np.add.reduceat(full_gain, starts)
-    step_in = np.empty(q.size)
+    base_at = base[q[starts]]
+    top = base_at + np.add.reduceat(full_gain, starts)
+    step_in = np.empty(size)
     step_in[0] = 0.0
     step_in[1:] = full_gain[:-1]
-    step_in[starts] += base[q[starts]] - np.concatenate(([0.0], top[:-1]))
-    lo = np.cumsum(step_in)
-    per_sic = 1.0 / g if unit else c / g
-    bend = np.empty(q.size)  # slope change where each lane ends (the next lane takes over)
-    bend[:-1] = per_sic[1:] - per_sic[:-1]
-    bend[ends] = -per_sic[ends]
+    base_at[1:] -= top[:-1]
+    step_in[starts] += base_at
+    lo = np.add.accumulate(step_in)
+    per_sic = 1.0 / g if c is None else c / g
+    # Slope change where each lane ends: the query's next lane takes over, or after its last
+    # lane the query stops rising.
+    bend = np.empty(size)
+    np.subtract(per_sic[1:], per_sic[:-1], out=bend[:-1])
+    np.negative(per_sic[:-1], out=bend[:-1], where=first[1:])
+    bend[-1] = -per_sic[-1]
     events = np.concatenate((lo[starts], lo + full_gain))
     slopes = np.concatenate((per_sic[starts], bend))
-    by_level = np.argsort(events)  # the order among equal levels does not change C(L)
+    by_level = events.argsort()  # the order among equal levels does not change C(L)
     events = events[by_level]
-    slope = np.cumsum(slopes[by_level])
+    slope = np.add.accumulate(slopes[by_level])
     np.maximum(slope, 0.0, out=slope)
-    cost_at = np.zeros(events.size)
-    np.cumsum(slope[:-1] * np.diff(events), out=cost_at[1:])
+    cost_at = np.empty(events.size)
+    cost_at[0] = 0.0
+    rise = events[1:] - events[:-1]
+    rise *= slope[:-1]
+    np.add.accumulate(rise, out=cost_at[1:])
 
-    def level_for(budget: float) -> float:
+    one_each = float(starts.size) if c is None else float(np.maximum.reduceat(c, starts).sum())
+    budgets = (cap - one_each, cap)
+    at = cost_at.searchsorted(budgets, side="right").tolist()
+    levels = [0.0, 0.0]
+    for i, budget in enumerate(budgets):  # C(L) = budget
+        k = at[i] - 1
         if budget < 0:
-            return -math.inf
-        k = int(np.searchsorted(cost_at, budget, side="right")) - 1
-        if k >= events.size - 1:
-            return math.inf
-        return float(events[k] + (budget - cost_at[k]) / slope[k])
-
-    def below(level: float, more: int = 0) -> np.ndarray:
-        """Tuples of each lane with pre-level < ``level``, plus ``more``, within the lane."""
-        if math.isinf(level):
-            return n.copy() if level > 0 else np.zeros_like(n)
-        x = np.subtract(level, lo)
-        np.divide(x, g, out=x)
-        np.ceil(x, out=x)
-        if more:
-            x += more
-        np.clip(x, 0, n, out=x)
-        return x.astype(np.int64)
-
-    def cost_of(taken: np.ndarray) -> float:
-        return float(taken.sum()) if unit else float((taken * c).sum())
-
-    star = level_for(cap)
-    one_each = float(starts.size) if unit else float(np.maximum.reduceat(c, starts).sum())
-    taken = below(level_for(cap - one_each))
-    left = cap - cost_of(taken)
+            levels[i] = -math.inf
+        elif k >= events.size - 1:
+            levels[i] = math.inf
+        else:  # C rises past the budget after event k, so slope[k] > 0
+            run = slope.item(k)
+            levels[i] = events.item(k) + (budget - cost_at.item(k)) / run if run > 0 else math.inf
+    taken = _below(levels[0], lo, g, n)
+    left = cap - (float(taken.sum()) if c is None else float((taken * c).sum()))
     if left < 0:
         taken[:] = 0
         left = cap
-    upper = below(star, 1)  # one spare tuple per lane against rounding in L*
-    extra = np.maximum(upper - taken, 0)
+    extra = _below(levels[1], lo, g, n, 1) - taken  # one spare tuple against rounding in L*
+    np.maximum(extra, 0, out=extra)
     total = int(extra.sum())
     if total:
-        lane = np.repeat(np.arange(q.size), extra)
-        j = taken[lane] + np.arange(total) - np.repeat(np.cumsum(extra) - extra, extra)
-        pre = lo[lane] + j * g[lane]
-        key = np.rint(pre / eps) if eps > 0 else pre
-        lane = lane[np.lexsort((rng.random(total), key))]
-        if unit:
-            fits = min(total, int(left))
-            spent = float(fits)
-        else:
-            cum = np.cumsum(c[lane])
-            fits = int(np.searchsorted(cum, left, side="right"))
-            spent = float(cum[fits - 1]) if fits else 0.0
-        if fits:
-            np.add.at(taken, lane[:fits], 1)
-            left -= spent
-    return taken, left
+        admit = _rank_few if total <= SMALL_BOUNDARY else _rank_many
+        left -= admit(taken, extra, total, lo, g, c, left, rng, eps)
+    if c is None:
+        room = left >= 1 and bool((n > taken).any())
+    else:
+        room = bool(((n > taken) & (c <= left)).any())
+    return taken, left, room
+
+
+def _below(level: float, lo: np.ndarray, g: np.ndarray, n: np.ndarray, more: int = 0) -> np.ndarray:
+    """Tuples of each lane with pre-level < ``level``, plus ``more``, within the lane."""
+    x = np.subtract(level, lo)  # infinite levels come out as 0 or n after clipping
+    x /= g
+    np.ceil(x, out=x)
+    if more:
+        x += more
+    np.maximum(x, 0, out=x)
+    np.minimum(x, n, out=x)
+    return x.astype(np.int64)
+
+
+def _rank_many(
+    taken: np.ndarray,
+    extra: np.ndarray,
+    total: int,
+    lo: np.ndarray,
+    g: np.ndarray,
+    c: np.ndarray | None,
+    left: float,
+    rng: np.random.Generator,
+    eps: float,
+) -> float:
+    """Admit the ``extra`` boundary tuples of each lane by pre-level (random among ties) while
+    they fit ``left``; adds them to ``taken`` and returns the capacity spent."""
+    lane = np.repeat(np.arange(taken.size), extra)
+    j = taken[lane] + np.arange(total) - np.repeat(np.cumsum(extra) - extra, extra)
+    pre = lo[lane] + j * g[lane]
+    key = np.rint(pre / eps) if eps > 0 else pre
+    lane = lane[np.lexsort((rng.random(total), key))]
+    if c is None:
+        fits = min(total, int(left))
+        spent = float(fits)
+    else:
+        cum = np.cumsum(c[lane])
+        fits = int(np.searchsorted(cum, left, side="right"))
+        spent = float(cum[fits - 1]) if fits else 0.0
+    if fits:
+        np.add.at(taken, lane[:fits], 1)
+    return spent
+
+
+def _rank_few(
+    taken: np.ndarray,
+    extra: np.ndarray,
+    total: int,
+    lo: np.ndarray,
+    g: np.ndarray,
+    c: np.ndarray | None,
+    left: float,
+    rng: np.random.Generator,
+    eps: float,
+) -> float:
+    """:func:`_rank_many` in plain Python, for few tuples: the same float operations in the
+    same order and the same draws, so the same admission."""
+    idx = extra.nonzero()[0]
+    tie = rng.random(total).tolist()
+    ranked: list[tuple[float, float, int]] = []  # (key, tie, position of the lane in idx)
+    lanes = zip(
+        taken[idx].tolist(), extra[idx].tolist(), lo[idx].tolist(), g[idx].tolist(), strict=True
+    )
+    for at, (start, more, low, sic) in enumerate(lanes):
+        for j in range(start, start + more):
+            pre = low + j * sic
+            if eps > 0:
+                pre /= eps
+                if math.isfinite(pre):  # np.rint keeps an overflowed quotient infinite
+                    pre = round(pre)
+            ranked.append((pre, tie[len(ranked)], at))
+    # Positions grow with the tuple index, so sorting the triples orders them exactly as
+    # lexsort's stable (key, tie) sort does.
+    ranked.sort()
+    got = [0] * len(idx)
+    if c is None:
+        fits = min(total, int(left))
+        spent = float(fits)
+        for t in ranked[:fits]:
+            got[t[2]] += 1
+    else:
+        cost = c[idx].tolist()
+        spent = cum = 0.0
+        for t in ranked:
+            cum += cost[t[2]]
+            if cum > left:
+                break
+            got[t[2]] += 1
+            spent = cum
+    taken[idx] += got
+    return spent
 
 
 class BalanceSIC(Policy):
@@ -646,9 +750,7 @@ class BalanceSIC(Policy):
                 epsilon=cfg.epsilon,
             )
         else:
-            keep = balance_sic_fast(
-                backlog, cap, rng=self.rng, update_sic=cfg.update_sic, epsilon=cfg.epsilon
-            )
+            keep = _fast(backlog, cap, self.rng, cfg.update_sic, cfg.epsilon)
         return Admission(keep=keep)
 
 

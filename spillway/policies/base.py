@@ -191,6 +191,10 @@ class Policy(ABC):
     - admit everything when the backlog's total cost fits the capacity;
     - give the same decisions for the same config (seed) and the same sequence of inputs;
     - let :meth:`snapshot` / :meth:`restore` reproduce its random state exactly.
+
+    Three read-only properties tell the runtime what a decision needs (all False by default):
+    :attr:`needs_groups` (one lane per group), :attr:`needs_stats` (value statistics per lane)
+    and :attr:`sheds_always` (decide at every interval, overloaded or not).
     """
 
     name: ClassVar[str] = "policy"
@@ -212,6 +216,46 @@ class Policy(ABC):
     @abstractmethod
     def decide(self, backlog: Backlog, capacity: float) -> Admission:
         """Admit tuples of ``backlog`` within ``capacity`` (same unit as ``backlog.cost``)."""
+
+    @property
+    def needs_groups(self) -> bool:
+        """Whether the policy admits per group: the runtime must give it one lane per
+        (query, source, group), with :attr:`Backlog.lane_group` the tuples' ``key``, and carry
+        its per-group keep counts to the data path (CoD's grouped and join concepts).
+
+        False by default: lanes are (query, source) streams and one keep count per lane is
+        all the data path needs.
+
+        >>> from spillway.policies.cod import CoD
+        >>> CoD(kind="grouped").needs_groups, CoD(kind="scalar").needs_groups
+        (True, False)
+        """
+        return False
+
+    @property
+    def needs_stats(self) -> bool:
+        """Whether the policy reads :attr:`Backlog.stats` ``"mean"`` and ``"var"`` (the value
+        column's mean and population variance over each lane's waiting tuples), which cost the
+        runtime a payload scan of the backlog (CoD's scalar concept). False by default.
+
+        >>> from spillway.policies.cod import CoD
+        >>> CoD(kind="scalar").needs_stats, CoD(kind="join").needs_stats
+        (True, False)
+        """
+        return False
+
+    @property
+    def sheds_always(self) -> bool:
+        """Whether the user fixed how much to shed (a shed fraction such as ``b = 0.98``, CoD
+        §III (c)): the runtime then asks the policy at every interval, not only when its
+        overload detector finds the node overloaded. False by default: the policy is asked
+        only under overload, with the capacity as its budget.
+
+        >>> from spillway.policies.uniform import Uniform
+        >>> Uniform(b=0.98).sheds_always, Uniform().sheds_always
+        (True, False)
+        """
+        return False
 
     def snapshot(self) -> dict[str, Any]:
         """The policy's mutable state (its random generator), picklable."""

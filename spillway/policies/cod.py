@@ -7,8 +7,9 @@ concept drift by construction. The concept per query kind is CoD Table II, chose
 
 ``"grouped"`` (group aggregates, the paper's main case, §VI-C2)
     Concept = the group frequencies ``f_g`` of the window: the lane counts per
-    ``(lane_query, lane_group)``, summed with ``np.bincount`` (the runtime builds them as tuples
-    arrive, so the decision needs no extra scan). Keep counts ``n_g`` form a stratified sample.
+    ``(lane_query, lane_group)``, summed with ``np.bincount`` (the Spark runtime builds the lanes
+    from one vectorised scan of the waiting tuples' keys, :mod:`spillway.spark.controller`, and
+    its data path keeps per group what this policy decides). Keep counts ``n_g`` form a stratified sample.
     The paper asks for "proportional representation" that "ensures every group appears" but gives
     no rule (spec C4 (3)); spillway decides:
 
@@ -68,6 +69,11 @@ runtime decides: ``b = 1 − capacity/total_cost``; the result is then fitted to
 (:func:`~spillway.policies.uniform.fit_to_capacity`), never cutting a group's floor unless the
 floors alone cost more than the capacity (lanes of unequal cost), in which case the floors of the
 largest groups go first; with ``over_budget="keep-all"`` floors are never cut (an overrun).
+
+What the runtime must provide is told by three properties of the policy
+(:class:`~spillway.policies.base.Policy`): ``needs_groups`` (grouped and join: one lane per
+(query, source, key)), ``needs_stats`` (scalar: per-lane mean and variance of the value) and
+``sheds_always`` (``b`` set: asked at every interval, not only under overload).
 
 Cost: a handful of vectorised passes over the lanes (bincount, lexsort, a binary search over K),
 loops only over queries and streams; no Python loop over tuples or groups.
@@ -431,6 +437,12 @@ class CoD(Policy):
     >>> CoD(kind="scalar", b=0.99).decide(bl, 0).keep.tolist()
     [460]
 
+    What the runtime must give it (see :class:`~spillway.policies.base.Policy`):
+
+    >>> c = CoD(kind="grouped", b=0.98)
+    >>> c.needs_groups, c.needs_stats, c.sheds_always
+    (True, False, True)
+
     Join: key 3 exists only on stream 0 and is shed whole.
 
     >>> j = Backlog(lane_query=[0, 0, 0, 0], lane_source=[0, 0, 1, 1], count=[50, 50, 40, 10],
@@ -448,6 +460,21 @@ class CoD(Policy):
         self.last_report: CoDReport | None = None
 
     # ------------------------------------------------------------------ public
+    @property
+    def needs_groups(self) -> bool:
+        """Grouped and join concepts count tuples per group or join key (``lane_group``)."""
+        return self.config.kind in ("grouped", "join")
+
+    @property
+    def needs_stats(self) -> bool:
+        """The scalar concept is the value's mean and variance (``stats``)."""
+        return self.config.kind == "scalar"
+
+    @property
+    def sheds_always(self) -> bool:
+        """A shed fraction ``b`` set by the user is applied at every interval (CoD §III (c))."""
+        return self.config.b is not None
+
     def decide(self, backlog: Backlog, capacity: float) -> Admission:
         """Admit a concept-driven stratified sample of ``backlog`` (CoD §V-VI)."""
         cap = _check_capacity(capacity)

@@ -9,7 +9,8 @@ vectorised draw per lane and no Python loop over tuples.
 Two ways to say how much to shed (CoD §III (c) leaves "how much" to the user):
 
 - ``b`` set in the config: the paper's setting. The policy sheds a fraction ``b`` of every backlog
-  it is given, whatever the capacity (the user switched shedding on and chose the rate).
+  it is given, whatever the capacity (the user switched shedding on and chose the rate), and
+  :attr:`Uniform.sheds_always` tells the runtime to ask it at every interval, overloaded or not.
 - ``b = None`` (default): the runtime's controller decides. ``b = 1 - capacity / total_cost``;
   the binomial draw is then fitted to the capacity by removing or adding uniformly random tuples
   (a multivariate hypergeometric draw, so the kept set stays a uniform sample), which honours the
@@ -221,6 +222,15 @@ class Uniform(Policy):
     name = "uniform"
     config_class = UniformConfig
     config: UniformConfig
+
+    @property
+    def sheds_always(self) -> bool:
+        """A shed fraction ``b`` set by the user is applied at every interval (CoD §III (c)).
+
+        >>> Uniform(b=0.5).sheds_always
+        True
+        """
+        return self.config.b is not None
 
     def decide(self, backlog: Backlog, capacity: float) -> Admission:
         """Admit a uniform random share ``1 - b`` of every lane (CoD Alg. 1)."""

@@ -36,18 +36,48 @@ buffer):
    executor time (:func:`spillway.control.node_budget`: ``headroom · interval − Σ overheads`` of
    the plans that run) with each lane costing its plan's fitted per-tuple time, at most
    ``capacity_reach`` times the rows the plans have shown they process (below); the overload
-   detector (:func:`spillway.control.detect`) decides whether to shed at all;
+   detector (:func:`spillway.control.detect`) decides whether to shed at all, unless the policy
+   ``sheds_always`` (a shed fraction the user fixed, e.g. CoD or Uniform with ``b = 0.98``):
+   that policy is asked at every decision, with the detector's admit budget under overload and
+   the capacity otherwise (the backlog's total cost when there is no capacity); calibration
+   still admits everything;
 5. the query SIC base (below) and the policy's ``decide(backlog, capacity)``; the policy's RNG
    is re-seeded from ``(seed, k)`` first, so a decision is a pure function of the state and the
-   input (replays and logical-clock runs give identical decisions);
-6. every lane is now decided up to its ``t_end``; each plan gets a *segment* (boundary, end
-   indices, keep counts, SIC) appended to its pending list.
+   input (replays and logical-clock runs give identical decisions). What the policy is given
+   depends on what it says it needs (:class:`~spillway.policies.base.Policy`):
+
+   - ``needs_groups`` (CoD grouped and join): every lane is split into *units*, one per
+     distinct ``key`` among its waiting tuples ``[decided, arrived)``: one vectorised key scan
+     (``feed.keys``) and one count of the distinct keys per lane (``np.bincount`` when the keys
+     span a small range, ``np.unique`` otherwise); units inherit the lane's query, source, tuple
+     SIC and per-tuple cost (Eq. 1 is per source, so all tuples of a lane share one SIC); a
+     lane with nothing waiting stays as one empty unit, so a join still sees all its streams.
+     The lane's keep is the sum of its units' keeps;
+   - ``needs_stats`` (CoD scalar): the mean and population variance of the ``value`` of every
+     lane's (or unit's) waiting tuples, from one payload scan, in ``Backlog.stats``.
+
+   The scans run only when the policy is asked: a node that admits everything needs neither.
+   Reason for scanning at decision time rather than counting groups as tuples arrive: the
+   controller never sees tuples (feeds are pure functions of the tuple index), and one scan of
+   the keys costs about 0.6 of generating the whole payload (taxi feed, 50,000 tuples: 341 ns
+   against 580 ns a tuple), a few milliseconds per decision at 50,000 tuples a second;
+6. every lane is now decided up to its ``t_end``; each plan gets a *segment* (boundary, start
+   and end indices, keep counts, SIC and, for a per-group decision, every group's key, count
+   and keep per lane) appended to its pending list.
 
 A plan's source gets its pending segments merged into one offset: end indices of the last,
 keep counts summed (they cover consecutive ranges), SIC keep-weighted (so the SIC the batch
-carries equals the SIC admitted). Segments stay pending until the plan's next request (or its
-``commit``) shows Spark processed them, so a request repeated after a crash gets the same
-answer. One plan asking first therefore cannot take the whole budget: the budget was divided
+carries equals the SIC admitted), and per group the keeps summed over the segments. Segments
+keep the full per-group arrays (every group of the range, kept whole or not), so a group absent
+from a segment simply had no tuple there; a segment that kept a lane whole without a per-group
+decision (not overloaded) adds its range's groups as kept whole, from a key scan made only in
+that case. Only then is the map sparsified: the offset lists only the groups kept partly
+(:attr:`~spillway.spark.source.PlanOffset.groups`), which keeps the offset log small (with
+CoD's equal allocation every group at or below the water level is kept whole and not listed).
+The history, the query SIC ledger and the records stay per lane: a lane's keep is the sum of
+its groups' keeps, and all of them carry the lane's SIC. Segments stay pending until the plan's
+next request (or its ``commit``) shows Spark processed them, so a request repeated after a
+crash gets the same answer. One plan asking first therefore cannot take the whole budget: the budget was divided
 over all plans' backlogs when the decision was made, and each plan receives its share.
 
 Capacity reach
@@ -103,7 +133,9 @@ What is recorded
 ----------------
 Per decision an :class:`~spillway.status.IntervalRecord`: the capacity in tuples (a fixed one,
 or the budget divided by the backlog's mean per-tuple cost), the tuples decided and admitted,
-per query the projected SIC after the decision (base + gain) and the kept share; the listener
+per query the projected SIC after the decision (base + gain) and the kept share, and, for a
+per-group decision, per query the distinct groups waiting and those with a tuple kept (CoD's
+"missing groups" are the difference); the listener
 adds the rows Spark processed and the batch duration to the record of the boundary the batch's
 offset ends at (a merged batch counts at its last boundary).
 
@@ -152,7 +184,7 @@ from spillway.control import (
 )
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.feeds.base import Feed
-from spillway.policies.base import Admission, Backlog, Policy, admit_all
+from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset
 from spillway.status import IntervalRecord
@@ -310,9 +342,25 @@ class ControllerConfig:
 class _Segment:
     boundary: int
     t_us: int
+    start: np.ndarray  # per plan lane: decided before this segment (its range's first index)
     end: np.ndarray
     keep: np.ndarray
     sic: np.ndarray
+    # plan lane -> (group keys, counts, keeps) of EVERY group of the lane's range, for lanes a
+    # per-group decision covered; lanes absent were kept whole or decided per lane.
+    groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+@dataclass
+class _Units:
+    """The backlog as the policy sees it: lanes, or lanes split into groups (sub-lanes)."""
+
+    lane: np.ndarray  # node lane of every unit, ascending
+    key: np.ndarray  # group key (0 when not grouped or for an empty lane's placeholder)
+    count: np.ndarray
+    stats: dict[str, np.ndarray]
+    grouped: bool
+    keep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the decision
 
 
 @dataclass
@@ -339,8 +387,59 @@ class _Interval:
     overloaded: bool
     query_sic: dict[str, float]
     query_kept: dict[str, float]
+    query_groups: dict[str, int] = field(default_factory=dict)
+    query_groups_kept: dict[str, int] = field(default_factory=dict)
     processed: int = 0
     batch_s: float = 0.0
+
+
+def _group_counts(
+    keys: np.ndarray, *, inverse: bool = False
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Distinct keys (ascending), their counts and, if asked, every key's position among them.
+
+    Keys spanning a small range (route, class or machine ids) are counted with one
+    ``np.bincount`` (O(n): 0.08 ms against 0.24 ms for ``np.unique`` on 50,000 taxi keys);
+    others with ``np.unique`` (a sort).
+
+    >>> u, c, inv = _group_counts(np.array([9, 4, 9, 9]), inverse=True)
+    >>> u.tolist(), c.tolist(), inv.tolist()
+    ([4, 9], [1, 3], [1, 0, 1, 1])
+    """
+    if keys.size == 0:
+        empty = np.zeros(0, np.int64)
+        return empty, empty, (empty if inverse else None)
+    lo = int(keys.min())
+    span = int(keys.max()) - lo + 1
+    if span > 4 * keys.size + 1024:
+        if inverse:
+            uniq, where, cnt = np.unique(keys, return_inverse=True, return_counts=True)
+            return uniq, cnt.astype(np.int64), where.reshape(-1).astype(np.int64)
+        uniq, cnt = np.unique(keys, return_counts=True)
+        return uniq, cnt.astype(np.int64), None
+    counts = np.bincount(keys - lo, minlength=span)
+    present = np.flatnonzero(counts)
+    inv: np.ndarray | None = None
+    if inverse:
+        table = np.zeros(span, np.int64)
+        table[present] = np.arange(present.size)
+        inv = table[keys - lo]
+    return present + lo, counts[present].astype(np.int64), inv
+
+
+def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> np.ndarray:
+    """Number of distinct keys per query among the (query, key) pairs (vectorised).
+
+    >>> _distinct_per_query(np.array([0, 0, 1, 0]), np.array([5, 5, 5, 7]), 3).tolist()
+    [2, 1, 0]
+    """
+    if query.size == 0:
+        return np.zeros(n_queries, np.int64)
+    o = np.lexsort((key, query))
+    qs, ks = query[o], key[o]
+    new = np.ones(qs.size, dtype=bool)
+    new[1:] = (qs[1:] != qs[:-1]) | (ks[1:] != ks[:-1])
+    return np.bincount(qs[new], minlength=n_queries)
 
 
 class NodeController:
@@ -669,6 +768,7 @@ class NodeController:
                 lanes = self._query_lanes[q.query_id]
                 arrived_end[lanes] = q.feed.count(t_end[st.spec.name] / 1e6)
         count = np.maximum(arrived_end - self._decided, 0)
+        lo = self._decided.copy()
         base = self._query_sic_base(tau)
         capacity, cost, cap_tuples = self._capacity(count)
         backlog = Backlog(
@@ -680,42 +780,61 @@ class NodeController:
             cost=cost,
         )
         backlog_cost = backlog.total_cost
+        sheds_always = bool(self.policy.sheds_always) and not self._admit_all
+        ask: float | None = None
         if self._admit_all or capacity is None:
             self._overload = None
-            adm = admit_all(backlog)
+            if sheds_always:
+                ask = capacity if capacity is not None else backlog_cost
         else:
             d = detect(
                 cfg.overload, backlog_cost=backlog_cost, budget=capacity, previous=self._overload
             )
             self._overload = d
             if d.overloaded:
-                rng = np.random.default_rng(np.random.SeedSequence([cfg.seed, k]))
-                snap = self.policy.snapshot()
-                snap["rng"] = rng.bit_generator.state
-                self.policy.restore(snap)
-                adm = self.policy.decide(backlog, d.admit)
-                keep = np.asarray(adm.keep, dtype=np.int64)
-                if keep.shape != count.shape or (keep < 0).any() or (keep > count).any():
-                    raise ConfigError(
-                        f"policy {self.policy!r} returned keep counts outside [0, count]"
-                    )
-            else:
-                adm = admit_all(backlog)
-        keep = np.asarray(adm.keep, dtype=np.int64)
+                ask = d.admit
+            elif sheds_always:
+                ask = capacity
+        units: _Units | None = None
+        if ask is None:
+            keep = count.copy()
+        else:
+            keep, units = self._ask_policy(k, backlog, lo, lo + count, ask)
         self._decided = np.maximum(self._decided, arrived_end)
+        grouped = units is not None and units.grouped
+        bounds = None
+        if units is not None and units.grouped:
+            lanes = np.arange(len(self.lane_query))
+            bounds = (
+                np.searchsorted(units.lane, lanes, side="left"),
+                np.searchsorted(units.lane, lanes, side="right"),
+            )
         for st in self._plans.values():
             last_t = st.pending[-1].t_us if st.pending else st.acked_t_us
             if t_end[st.spec.name] > last_t:
                 ln = st.lanes
+                seg_groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+                if bounds is not None and units is not None:
+                    for j, lane in enumerate(ln.tolist()):
+                        a, b = int(bounds[0][lane]), int(bounds[1][lane])
+                        if count[lane] > 0:
+                            seg_groups[j] = (
+                                units.key[a:b].copy(),
+                                units.count[a:b].copy(),
+                                units.keep[a:b].copy(),
+                            )
                 st.pending.append(
                     _Segment(
                         boundary=k,
                         t_us=t_end[st.spec.name],
+                        start=np.minimum(lo[ln], arrived_end[ln]),
                         end=arrived_end[ln].copy(),
                         keep=keep[ln].copy(),
                         sic=sic[ln].copy(),
+                        groups=seg_groups,
                     )
                 )
+        adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
         qs = np.arange(self.n_queries)
         self._admitted_sic.add(np.full(self.n_queries, tau), qs, gain)
@@ -723,6 +842,16 @@ class NodeController:
         count_q = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
         self._admitted_n.add(np.full(self.n_queries, tau), qs, kept_q)
         self._arrived_n.add(np.full(self.n_queries, tau), qs, count_q)
+        groups_seen: dict[str, int] = {}
+        groups_kept: dict[str, int] = {}
+        if grouped and units is not None:
+            uq = self.lane_query[units.lane]
+            live = units.count > 0
+            seen = _distinct_per_query(uq[live], units.key[live], self.n_queries)
+            got = units.keep > 0
+            kept = _distinct_per_query(uq[got], units.key[got], self.n_queries)
+            groups_seen = {n: int(seen[i]) for i, n in enumerate(self.query_names)}
+            groups_kept = {n: int(kept[i]) for i, n in enumerate(self.query_names)}
         self._record(
             k,
             _Interval(
@@ -736,11 +865,101 @@ class NodeController:
                     n: float(kept_q[i] / count_q[i]) if count_q[i] else 1.0
                     for i, n in enumerate(self.query_names)
                 },
+                query_groups=groups_seen,
+                query_groups_kept=groups_kept,
             ),
         )
         self._k_last = k
         self._decisions += 1
-        return Admission(keep=keep)
+        return adm
+
+    def _ask_policy(
+        self, k: int, backlog: Backlog, lo: np.ndarray, hi: np.ndarray, capacity: float
+    ) -> tuple[np.ndarray, _Units | None]:
+        """The policy's per-lane keep counts for ``backlog`` (tuples ``[lo, hi)`` per lane).
+
+        A policy that needs groups or statistics gets the backlog split into units
+        (:meth:`_units`); its keep counts per unit are summed back per lane and also returned
+        in the units (``keep``), for the segments.
+        """
+        pol = self.policy
+        rng = np.random.default_rng(np.random.SeedSequence([self.config.seed, k]))
+        snap = pol.snapshot()
+        snap["rng"] = rng.bit_generator.state
+        pol.restore(snap)
+        units: _Units | None = None
+        asked = backlog
+        if pol.needs_groups or pol.needs_stats:
+            units = self._units(lo, hi, groups=pol.needs_groups, stats=pol.needs_stats)
+            u = units.lane
+            asked = Backlog(
+                lane_query=backlog.lane_query[u],
+                lane_source=backlog.lane_source[u],
+                count=units.count,
+                tuple_sic=backlog.tuple_sic[u],
+                query_sic=backlog.query_sic,
+                cost=None if backlog.cost is None else backlog.cost[u],
+                lane_group=units.key if pol.needs_groups else None,
+                stats=units.stats,
+            )
+        adm = pol.decide(asked, capacity)
+        keep = np.asarray(adm.keep, dtype=np.int64)
+        if keep.shape != asked.count.shape or (keep < 0).any() or (keep > asked.count).any():
+            raise ConfigError(f"policy {pol!r} returned keep counts outside [0, count]")
+        if units is None:
+            return keep, None
+        units.keep = keep
+        lane_keep = np.bincount(units.lane, weights=keep, minlength=backlog.n_lanes)
+        return np.rint(lane_keep).astype(np.int64), units
+
+    def _units(self, lo: np.ndarray, hi: np.ndarray, *, groups: bool, stats: bool) -> _Units:
+        """Split every lane's waiting tuples ``[lo, hi)`` by group key (one unit per distinct
+        key, counted by :func:`_group_counts` after one vectorised key scan; an empty lane keeps one unit of count
+        0, so every (query, source) stays visible, e.g. to a join's stream count) and/or
+        attach the value's mean and population variance per unit (one payload scan)."""
+        parts: list[tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = []
+        for lane in range(len(self.lane_query)):
+            a, b = int(lo[lane]), int(hi[lane])
+            if b <= a:
+                z = np.zeros(1)
+                parts.append((lane, np.zeros(1, np.int64), np.zeros(1, np.int64), z, z))
+                continue
+            feed = self._queries[int(self.lane_query[lane])].feed
+            src = int(self.lane_source[lane])
+            idx = np.arange(a, b, dtype=np.int64)
+            values = None
+            if stats:
+                payload = feed.payload(src, idx)
+                values = np.asarray(payload["value"], dtype=np.float64)
+                keys = np.asarray(payload["key"], dtype=np.int64) if groups else None
+            else:
+                keys = np.asarray(feed.keys(src, idx), dtype=np.int64)
+            if keys is not None:
+                uniq, cnt, inv = _group_counts(keys, inverse=values is not None)
+            else:
+                uniq, cnt = np.zeros(1, np.int64), np.array([b - a], np.int64)
+                inv = np.zeros(b - a, np.int64)
+            mean = var = np.zeros(uniq.size)
+            if values is not None and inv is not None:
+                mean = np.bincount(inv, weights=values, minlength=uniq.size) / cnt
+                dev = values - mean[inv]
+                var = np.bincount(inv, weights=dev * dev, minlength=uniq.size) / cnt
+            parts.append((lane, uniq, cnt.astype(np.int64), mean, var))
+        lane_arr = np.concatenate([np.full(p[1].size, p[0], np.int64) for p in parts])
+        return _Units(
+            lane=lane_arr,
+            key=np.concatenate([p[1] for p in parts]),
+            count=np.concatenate([p[2] for p in parts]),
+            grouped=groups,
+            stats=(
+                {
+                    "mean": np.concatenate([p[3] for p in parts]),
+                    "var": np.concatenate([p[4] for p in parts]),
+                }
+                if stats
+                else {}
+            ),
+        )
 
     def _push_slides(self, k: int) -> None:
         """Push every slide since the last decision into the STW counter (at most one STW)."""
@@ -855,6 +1074,51 @@ class NodeController:
             end=tuple(last.end.tolist()),
             keep=tuple(keep.tolist()),
             sic=tuple(sic.tolist()),
+            groups=self._merge_groups(st, segs),
+        )
+
+    def _merge_groups(
+        self, st: _PlanState, segs: Sequence[_Segment]
+    ) -> dict[int, tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Per-group keep counts over the merged range, only the groups not kept whole.
+
+        Per group: the sum over segments of its keep (a segment's group arrays list every
+        group of its range, so a group absent from them has no tuple there). A segment that
+        kept a lane whole without a per-group decision (not overloaded) adds its range's group
+        counts as kept, from a key scan made only in that (rare) case.
+        """
+        lanes = sorted(
+            {j for g in segs for j, (_, c, kp) in g.groups.items() if bool((kp < c).any())}
+        )
+        out: dict[int, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+        for j in lanes:
+            parts = []
+            for g in segs:
+                if j in g.groups:
+                    parts.append(g.groups[j])
+                elif g.end[j] > g.start[j]:
+                    keys = self._lane_keys(int(st.lanes[j]), int(g.start[j]), int(g.end[j]))
+                    u, c = np.unique(keys, return_counts=True)
+                    parts.append((u, c, c))
+            if len(parts) == 1:
+                u, c, kp = parts[0]
+            else:
+                u, inv = np.unique(np.concatenate([p[0] for p in parts]), return_inverse=True)
+                c = np.bincount(inv, weights=np.concatenate([p[1] for p in parts]))
+                kp = np.bincount(inv, weights=np.concatenate([p[2] for p in parts]))
+            part = kp < c
+            if part.any():
+                out[j] = (
+                    tuple(u[part].tolist()),
+                    tuple(np.rint(kp[part]).astype(np.int64).tolist()),
+                )
+        return out
+
+    def _lane_keys(self, lane: int, lo: int, hi: int) -> np.ndarray:
+        feed = self._queries[int(self.lane_query[lane])].feed
+        return np.asarray(
+            feed.keys(int(self.lane_source[lane]), np.arange(lo, hi, dtype=np.int64)),
+            dtype=np.int64,
         )
 
     # ---------------------------------------------------------------------------- measuring
@@ -916,6 +1180,8 @@ class NodeController:
                     batch_s=r.batch_s,
                     query_sic=dict(r.query_sic),
                     query_kept=dict(r.query_kept),
+                    query_groups=dict(r.query_groups),
+                    query_groups_kept=dict(r.query_groups_kept),
                 )
                 for k in self._order
                 for r in (self._intervals[k],)

@@ -18,7 +18,7 @@ no capacity left).
   node has several windows); query ids in config order;
 - a feed per query (``spillway.feeds.make_feed``, seeded from the node seed and the query's
   position) and the :class:`~spillway.spark.controller.NodeController` with the policy
-  (``spillway.policies.make_policy(config.policy, seed=config.seed)`` unless one is given);
+  (``config.make_policy()``: the named policy with its ``policy_options`` and the node's seed, unless one is given);
 - the loopback :class:`~spillway.spark.channel.ControlServer` the sources talk to;
 - a :class:`~spillway.spark.coordinator.QueryCoordinator` (query SIC, Eq. 4; created once the
   feed epoch is known, which is its origin) and a :class:`~spillway.spark.sink.ResultStore`;
@@ -110,11 +110,13 @@ from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
-#: Columns of :meth:`Node.results` and :meth:`Node.exact_results`.
+#: Columns of :meth:`Node.results` and :meth:`Node.exact_results` (``key``: the group of a
+#: grouped kind's row as pandas' nullable ``Int64``, null for the other kinds).
 RESULT_COLUMNS = (
     "query",
     "kind",
     "window_start",
+    "key",
     "rank",
     "value",
     "sic",
@@ -205,7 +207,7 @@ class Node:
     spark : a SparkSession; None creates one with :func:`~spillway.spark.session.configure_spark`
         on ``config.master`` (stopped again by :meth:`stop`).
     clock : ``None``/``"wall"``, ``"logical"``, or a callable returning Unix seconds.
-    policy : a policy object instead of ``spillway.policies.make_policy(config.policy)``.
+    policy : a policy object instead of ``config.make_policy()``.
     capacity_tuples_per_s : fix the capacity (tuples/s) instead of the cost models.
     epoch_s : feed time 0 in Unix seconds (default: when the queries are up, on the trigger
         grid; 0.0 with the logical clock).
@@ -537,9 +539,7 @@ class Node:
                 raise SpillwayError(f"the streaming query of plan {plan!r} failed: {err}")
 
     def _make_policy(self) -> Policy:
-        from spillway.policies import make_policy
-
-        policy: Policy = make_policy(self.config.policy, seed=self.config.seed)
+        policy: Policy = self.config.make_policy()
         return policy
 
     # ------------------------------------------------------------------------- calibration

@@ -1,4 +1,5 @@
-"""The six THEMIS Table 1 queries as multiplexed, SIC-propagating DataFrame functions.
+"""The THEMIS Table 1 queries and CoD's grouped aggregate as multiplexed, SIC-propagating
+DataFrame functions.
 
 Every kind takes the rows of the spillway source (all logical queries of that kind in one
 DataFrame, told apart by ``query_id``) and returns one result table, grouped by query and
@@ -10,14 +11,18 @@ column              type       meaning
 ==================  =========  =============================================================
 ``query_id``        int        the logical query
 ``window_start``    timestamp  start of the tumbling window
+``key``             bigint     the group key for a grouped kind (``group_avg``), null otherwise
 ``rank``            int        1..k for ``top5`` (0 on an empty-result marker), 1 otherwise
-``value``           double     the result (avg, max, count, covariance, machine id for top5)
+``value``           double     the result (avg, max, count, covariance, machine id for top5,
+                               the group's mean for ``group_avg``)
 ``sic``             double     result-tuple SIC (THEMIS Eq. 3 propagation)
 ``n_in``            long       input rows of the window (what survived shedding)
 ``last_arrival_ts`` timestamp  latest arrival among the window's input rows
 ==================  =========  =============================================================
 
-One row per (query, window) that has input rows, except ``top5`` (up to 5). The SIC rules are
+One row per (query, window) that has input rows, except ``top5`` (up to 5) and ``group_avg``
+(one per group present). A window without input rows emits nothing, whatever the kind (there is
+no firing; marker rows are only for firings that have inputs but no output). The SIC rules are
 those of :mod:`spillway.spark.sic_ops` (and :mod:`spillway.quality.propagation`), so the rows
 of a window always carry the SIC of all its input rows between them:
 
@@ -45,6 +50,16 @@ of a window always carry the SIC of all its input rows between them:
   aggregation pass. A window where no machine qualifies emits one marker row (``rank`` 0,
   ``value`` null) carrying the window's whole SIC: an empty result is an answer, not lost data
   (:mod:`spillway.quality.propagation`).
+- ``group_avg`` (CoD's grouped aggregate: mean fare per route, mean CPU request per task class;
+  ``Select key, Avg(t.v) From Src[Range 1 sec] Group By key``): per (query, window, ``key``) the
+  mean of the values; one row per group present in the window (``rank`` 1, ``key`` the group,
+  ``value`` its mean). SIC follows the group-by rule of :func:`~spillway.spark.sic_ops.sic_group_by`
+  (:func:`spillway.quality.propagation.group_by`, THEMIS Eq. 3 read literally): each of the
+  window's G group rows carries ``sum(sic of the window's inputs) / G``, uniform over the rows,
+  not proportional to a group's own input, so the rows of a window carry its whole input SIC
+  between them. ``n_in`` and ``last_arrival_ts`` are the window's (all its groups), as for
+  ``top5``: latency and input counts are per window. A group always has input rows, so a window
+  with inputs has at least one row and needs no marker.
 
 Examples
 --------
@@ -59,10 +74,15 @@ Examples
 (3.0, 1.0, 4)
 >>> QUERIES["avg"].apply(df, 1.0).first().value
 65.0
+>>> df = df.withColumn("key", (F.col("value") >= 50).cast("long"))
+>>> rows = QUERIES["group_avg"].apply(df, 1.0).orderBy("key").collect()
+>>> [(r.key, r.value, r.sic, r.n_in) for r in rows]
+[(0, 40.0, 0.5, 4), (1, 73.33333333333333, 0.5, 4)]
 
 References
 ----------
-THEMIS (SIGMOD 2016) §7 Table 1; digest ``spec/themis_and_cod.md`` A3.1-A3.2.
+THEMIS (SIGMOD 2016) §4 Eq. 3, §7 Table 1; CoD §VII-B (grouped workloads); digest
+``spec/themis_and_cod.md`` A1.6, A3.1-A3.2.
 """
 
 from __future__ import annotations
@@ -88,6 +108,7 @@ SOURCE_COLUMNS: tuple[str, ...] = tuple(c.split()[0] for c in SOURCE_SCHEMA_DDL.
 RESULT_TYPES: dict[str, str] = {
     "query_id": "int",
     "window_start": "timestamp",
+    "key": "bigint",
     "rank": "int",
     "value": "double",
     "sic": "double",
@@ -111,13 +132,37 @@ def _stats() -> list[Column]:
     return [F.count(F.lit(1)).alias("n_in"), F.max("arrival_ts").alias("last_arrival_ts")]
 
 
+def _no_key() -> Column:
+    """The ``key`` of a kind that does not group: null."""
+    return F.lit(None).cast("bigint").alias("key")
+
+
 def _single(value: Callable[[], Column]) -> Callable[[DataFrame, float], DataFrame]:
     # Columns are built at apply time: building one needs an active SparkContext.
     def build(df: DataFrame, window_s: float) -> DataFrame:
         out = df.transform(sic_window_agg, value().alias("value"), *_stats(), window_s=window_s)
-        return out.withColumn("rank", F.lit(1))
+        return out.withColumn("rank", F.lit(1)).withColumn("key", _no_key())
 
     return build
+
+
+def _group_avg(df: DataFrame, window_s: float) -> DataFrame:
+    # The group-by rule of sic_ops (sum(sic) / groups on every group row, THEMIS Eq. 3) gives
+    # value and SIC; the window's input rows and last arrival are summed over its groups.
+    out = df.transform(
+        sic_window_agg,
+        F.avg("value").alias("value"),
+        F.count(F.lit(1)).alias("n_group"),
+        F.max("arrival_ts").alias("last_group"),
+        window_s=window_s,
+        by="key",
+    )
+    firing = Window.partitionBy(*FIRING)
+    return (
+        out.withColumn("n_in", F.sum("n_group").over(firing))
+        .withColumn("last_arrival_ts", F.max("last_group").over(firing))
+        .withColumn("rank", F.lit(1))
+    )
 
 
 def _windowed(df: DataFrame, window_s: float) -> DataFrame:
@@ -150,6 +195,7 @@ def _cov(df: DataFrame, window_s: float) -> DataFrame:
         F.max("last_arrival_ts").alias("last_arrival_ts"),
         F.sum("sic").alias("sic"),
         F.lit(1).alias("rank"),
+        _no_key(),
     )
 
 
@@ -183,22 +229,28 @@ def _top5(df: DataFrame, window_s: float) -> DataFrame:
         .select(*FIRING, "rank", F.col("key").cast("double").alias("value"), "n_out")
     )
     out = stats.join(top, list(FIRING), "left")
-    return out.withColumn("rank", F.coalesce("rank", F.lit(0))).withColumn(
-        "sic", F.col("total") / F.coalesce("n_out", F.lit(1))
+    return (
+        out.withColumn("rank", F.coalesce("rank", F.lit(0)))
+        .withColumn("sic", F.col("total") / F.coalesce("n_out", F.lit(1)))
+        .withColumn("key", _no_key())
     )
 
 
 @dataclass(frozen=True, kw_only=True)
 class QueryKind:
-    """One query shape of THEMIS Table 1, applied to every logical query of that kind at once.
+    """One query shape (THEMIS Table 1, CoD's grouped aggregate), applied to every logical query
+    of that kind at once.
 
     Parameters
     ----------
-    name : registry name (``avg``, ``max``, ``count``, ``avg_all``, ``top5``, ``cov``).
-    title : the paper's name (``AVG``, ``TOP-5``, ...).
-    cql : the paper's CQL text (Table 1).
-    rows_per_window : result rows per (query, window) when enough input survives.
+    name : registry name (``avg``, ``max``, ``count``, ``avg_all``, ``top5``, ``cov``,
+        ``group_avg``).
+    title : the paper's name (``AVG``, ``TOP-5``, ``GROUP-AVG``, ...).
+    cql : the paper's CQL text (Table 1), or the CQL of the grouped aggregate.
+    rows_per_window : result rows per (query, window) when enough input survives; per group
+        present in the window when ``grouped``.
     build : the plan, ``(rows, window_s) -> result`` (use :meth:`apply`).
+    grouped : whether the result has one row per group (``key`` set) rather than per window.
 
     Examples
     --------
@@ -206,6 +258,8 @@ class QueryKind:
     5
     >>> QUERIES["max"].title
     'MAX'
+    >>> [k for k, q in QUERIES.items() if q.grouped]
+    ['group_avg']
     """
 
     name: str
@@ -213,6 +267,7 @@ class QueryKind:
     cql: str
     rows_per_window: int
     build: Callable[[DataFrame, float], DataFrame]
+    grouped: bool = False
 
     def apply(self, df: DataFrame, window_s: float) -> DataFrame:
         """The results of every logical query in ``df``, per tumbling window of ``window_s``.
@@ -246,7 +301,7 @@ def _avg_sql(src: str) -> str:
     return f"Select Avg(t.v) from {src}[Range 1 sec]"
 
 
-#: The registry of query kinds, by name (THEMIS Table 1).
+#: The registry of query kinds, by name (THEMIS Table 1 and CoD's grouped aggregate).
 QUERIES: dict[str, QueryKind] = {
     "avg": QueryKind(
         name="avg", title="AVG", cql=_avg_sql("Src"), rows_per_window=1,
@@ -278,6 +333,11 @@ QUERIES: dict[str, QueryKind] = {
         cql="Select Cov(SrcCPU1.value, SrcCPU2.value) SrcCPU1[Range 1 sec], SrcCPU2[Range 1 sec]",
         rows_per_window=1, build=_cov,
     ),
+    "group_avg": QueryKind(
+        name="group_avg", title="GROUP-AVG",
+        cql="Select key, Avg(t.v) From Src[Range 1 sec] Group By key", rows_per_window=1,
+        build=_group_avg, grouped=True,
+    ),
 }  # fmt: skip
 
 
@@ -289,7 +349,8 @@ def results_to_pandas(results: DataFrame, *, micros: bool = False) -> pd.DataFra
     """Collect a (small) result DataFrame into pandas without time-zone surprises.
 
     Timestamps travel as Unix microseconds and become UTC ``pandas.Timestamp`` values (or stay
-    int64 microseconds with ``micros=True``), whatever the session or machine time zone.
+    int64 microseconds with ``micros=True``), whatever the session or machine time zone. The
+    ``key`` column becomes pandas' nullable ``Int64`` (null for the kinds that do not group).
 
     Examples
     --------
@@ -305,6 +366,20 @@ def results_to_pandas(results: DataFrame, *, micros: bool = False) -> pd.DataFra
         if c in pdf.columns:
             us = pdf[c].astype("int64")
             pdf[c] = us if micros else pd.to_datetime(us, unit="us", utc=True)
+    return with_key_dtype(pdf)
+
+
+def with_key_dtype(pdf: pd.DataFrame) -> pd.DataFrame:
+    """Give a result table's ``key`` column (if any) pandas' nullable ``Int64`` dtype, in place.
+
+    Arrow hands a ``bigint`` column with nulls over as float64 and one without as int64; the
+    one dtype keeps keys whole and tables of different kinds concatenable.
+
+    >>> with_key_dtype(pd.DataFrame({"key": [3.0, float("nan")]}))["key"].tolist()
+    [3, <NA>]
+    """
+    if "key" in pdf.columns:
+        pdf["key"] = pdf["key"].astype("Int64")
     return pdf
 
 
@@ -323,7 +398,7 @@ def query_kind(name: str) -> QueryKind:
     >>> query_kind("median")
     Traceback (most recent call last):
     ...
-    spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, max, top5; got 'median'
+    spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, group_avg, max, top5; got 'median'
     """
     if name not in QUERIES:
         raise UnknownNameError(

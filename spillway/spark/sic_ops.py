@@ -161,6 +161,14 @@ def _finish(rows: DataFrame, firing: list[str], sic_out: str, markers: bool) -> 
     return x.filter(keep).select(*out)
 
 
+def _spread(
+    df: DataFrame, kept: Column, firing: list[str], sic_col: ColumnLike, markers: bool
+) -> DataFrame:
+    """Rows of ``df`` where ``kept`` holds share their firing's input SIC (see :func:`_finish`)."""
+    rows = df.withColumn(_MASS, _col(sic_col)).withColumn(_REAL, kept)
+    return _finish(rows, firing, _sic_name(sic_col), markers)
+
+
 def window_start(time_col: ColumnLike, window_s: float) -> Column:
     """Start of the tumbling window holding ``time_col``: ``floor(t / window_s) * window_s``.
 
@@ -246,16 +254,13 @@ def sic_group_by(
     markers = _on_empty(on_empty)
     groups = [_col(c) for c in _as_list(by)]
     out = _sic_name(sic_col)
+    mass = F.sum(_col(sic_col)).alias(_MASS)
     if EMPTY not in df.columns:  # no marker can appear: every firing has a group
-        g = df.groupBy(*fire, *groups).agg(*aggs, F.sum(_col(sic_col)).alias(_MASS))
+        g = df.groupBy(*fire, *groups).agg(*aggs, mass)
         if not groups:
             return g.withColumnRenamed(_MASS, out)
         return _finish(g.withColumn(_REAL, F.lit(True)), fire, out, markers=False)
-    g = (
-        df.withColumn(_REAL, ~_is_marker(df))
-        .groupBy(*fire, *groups, _REAL)
-        .agg(*aggs, F.sum(_col(sic_col)).alias(_MASS))
-    )
+    g = df.withColumn(_REAL, ~_is_marker(df)).groupBy(*fire, *groups, _REAL).agg(*aggs, mass)
     return _finish(g, fire, out, markers)
 
 
@@ -428,10 +433,7 @@ def sic_filter(
     fire = _names(firing, "firing")
     markers = _on_empty(on_empty)
     cond = F.expr(condition) if isinstance(condition, str) else condition
-    rows = df.withColumn(_MASS, _col(sic_col)).withColumn(
-        _REAL, F.coalesce(cond, F.lit(False)) & ~_is_marker(df)
-    )
-    return _finish(rows, fire, _sic_name(sic_col), markers)
+    return _spread(df, F.coalesce(cond, F.lit(False)) & ~_is_marker(df), fire, sic_col, markers)
 
 
 def sic_join(
@@ -565,12 +567,8 @@ def sic_top_k(
         F.col(c).desc() if isinstance(c, str) else c for c in _as_list(order_by)
     ]
     w = Window.partitionBy(*[_ref(c) for c in fire]).orderBy(*order)
-    rows = (
-        df.withColumn(rank_col, F.row_number().over(w))
-        .withColumn(_MASS, _col(sic_col))
-        .withColumn(_REAL, ~marker & (F.col(rank_col) <= k))
-    )
-    return _finish(rows, fire, _sic_name(sic_col), with_markers)
+    ranked = df.withColumn(rank_col, F.row_number().over(w))
+    return _spread(ranked, ~marker & (F.col(rank_col) <= k), fire, sic_col, with_markers)
 
 
 def sic_union(df: DataFrame, *others: DataFrame) -> DataFrame:

@@ -22,7 +22,9 @@ the least per batch:
    each kind over ``query_id IN (its ids)``, the kinds whose result is one aggregate per (query,
    window) (AVG, MAX, COUNT, AVG-all) fused into one aggregation, the parts unioned (they share
    :data:`~spillway.spark.queries.RESULT_TYPES`), collected in ONE job; then the batch is
-   unpersisted.
+   unpersisted. GROUP-AVG is its own part: one aggregation per (query, window, key), then
+   window functions over the (query, window) for the group-by SIC share and the window's
+   totals (no exchange beyond the repartition by query id).
 
 The SQL is the same plan as the DataFrame functions of :mod:`spillway.spark.queries` (which stay
 the reference: ``node.exact_results`` uses them, and the tests check that both give the same
@@ -43,8 +45,9 @@ twice. A CSV copy is rewritten whole on such a replacement (appended otherwise).
 
 Stored columns (:data:`STORE_COLUMNS`): ``plan``, ``batch_id``, ``kind`` (each row's query
 kind) and the query result columns (:data:`spillway.spark.queries.RESULT_COLUMNS`;
-``window_start`` and ``last_arrival_ts`` as UTC pandas timestamps), plus ``produced_at``
-(seconds, in the clock's units: Unix seconds with the default wall clock) and ``latency_s``.
+``window_start`` and ``last_arrival_ts`` as UTC pandas timestamps, ``key`` as pandas' nullable
+``Int64``), plus ``produced_at`` (seconds, in the clock's units: Unix seconds with the default
+wall clock) and ``latency_s``. Rows are ordered by plan, batch, query, window, key and rank.
 
 Examples
 --------
@@ -83,6 +86,7 @@ from spillway.spark.queries import (
     TOP_K,
     QueryKind,
     query_kind,
+    with_key_dtype,
 )
 
 #: Columns of :meth:`ResultStore.to_pandas`, in order.
@@ -161,6 +165,10 @@ _SINGLE_VALUE: dict[str, str] = {
 }
 
 
+#: The ``key`` of the kinds that do not group.
+_NO_KEY = "CAST(NULL AS bigint) AS key"
+
+
 def _ids(ids: Sequence[int]) -> str:
     return ", ".join(str(int(i)) for i in ids)
 
@@ -182,9 +190,9 @@ def _single_sql(view: str, kinds: Mapping[str, Sequence[int]], us: int) -> str:
         value = f"CASE {cases} END"
     ids = [i for v in kinds.values() for i in v]
     return (
-        f"SELECT query_id, window_start, 1 AS rank, {value} AS value, sum(sic) AS sic, "
-        f"count(1) AS n_in, max(arrival_ts) AS last_arrival_ts FROM {_windowed(view, ids, us)} "
-        "GROUP BY query_id, window_start"
+        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, {value} AS value, "
+        "sum(sic) AS sic, count(1) AS n_in, max(arrival_ts) AS last_arrival_ts "
+        f"FROM {_windowed(view, ids, us)} GROUP BY query_id, window_start"
     )
 
 
@@ -204,9 +212,9 @@ def _cov_sql(view: str, ids: Sequence[int], us: int) -> str:
         "GROUP BY query_id, window_start, pair)"
     )
     return (
-        "SELECT query_id, window_start, 1 AS rank, covar_samp(x, y) AS value, sum(sic) AS sic, "
-        f"sum(n_in) AS n_in, max(last_arrival_ts) AS last_arrival_ts FROM {pairs} "
-        "GROUP BY query_id, window_start"
+        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, covar_samp(x, y) AS value, "
+        "sum(sic) AS sic, sum(n_in) AS n_in, max(last_arrival_ts) AS last_arrival_ts "
+        f"FROM {pairs} GROUP BY query_id, window_start"
     )
 
 
@@ -234,11 +242,29 @@ def _top5_sql(view: str, ids: Sequence[int], us: int) -> str:
         f"FROM {machines} WINDOW f AS (PARTITION BY query_id, window_start))"
     )
     return (
-        "SELECT query_id, window_start, CASE WHEN n_ok > 0 THEN pos ELSE 0 END AS rank, "
+        f"SELECT query_id, window_start, {_NO_KEY}, "
+        "CASE WHEN n_ok > 0 THEN pos ELSE 0 END AS rank, "
         "CASE WHEN n_ok > 0 THEN CAST(key AS double) END AS value, "
         f"total_all / greatest(least(n_ok, {TOP_K}), 1) AS sic, n_all AS n_in, "
         f"last_all AS last_arrival_ts FROM {ranked} "
         f"WHERE pos <= least(greatest(n_ok, 1), {TOP_K})"
+    )
+
+
+def _group_avg_sql(view: str, ids: Sequence[int], us: int) -> str:
+    # One row per (query, window, key) with the group's mean; window functions over the firing
+    # give every group row the firing's SIC / number of groups (the group-by rule, THEMIS Eq. 3)
+    # and the firing's input rows and last arrival.
+    groups = (
+        "(SELECT query_id, window_start, key, avg(value) AS value, count(1) AS n_group, "
+        f"max(arrival_ts) AS last_group, sum(sic) AS total FROM {_windowed(view, ids, us)} "
+        "GROUP BY query_id, window_start, key)"
+    )
+    return (
+        "SELECT query_id, window_start, key, 1 AS rank, value, "
+        "sum(total) OVER f / count(1) OVER f AS sic, sum(n_group) OVER f AS n_in, "
+        f"max(last_group) OVER f AS last_arrival_ts FROM {groups} "
+        "WINDOW f AS (PARTITION BY query_id, window_start)"
     )
 
 
@@ -248,6 +274,7 @@ SQL_KINDS: dict[str, Callable[[str, Sequence[int], int], str]] = {
     **{k: functools.partial(_single_kind_sql, k) for k in _SINGLE_VALUE},
     "cov": _cov_sql,
     "top5": _top5_sql,
+    "group_avg": _group_avg_sql,
 }
 
 
@@ -346,11 +373,12 @@ class ResultStore:
         if not frames:
             return pd.DataFrame(columns=list(STORE_COLUMNS))
         out = pd.concat(frames, ignore_index=True)
-        order = [c for c in ("plan", "batch_id", "query_id", "window_start", "rank") if c in out]
+        keys = ("plan", "batch_id", "query_id", "window_start", "key", "rank")
+        order = [c for c in keys if c in out]
         return out.sort_values(order, kind="stable").reset_index(drop=True)
 
     def to_pandas(self) -> pd.DataFrame:
-        """Every stored row, sorted by plan, batch, query, window and rank (a copy)."""
+        """Every stored row, sorted by plan, batch, query, window, key and rank (a copy)."""
         with self._lock:
             return self._frame()
 
@@ -448,7 +476,7 @@ class ResultSink:
                 rows.unpersist()
         for c in TIME_COLUMNS:
             pdf[c] = pdf[c].astype("int64")
-        return pdf
+        return with_key_dtype(pdf)
 
     def _kinds_of(self, query_ids: pd.Series) -> pd.Series | str:
         if self.kind is not None:

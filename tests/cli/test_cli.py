@@ -93,7 +93,7 @@ def _never(config: object) -> object:
         ),
         (
             '[[query]]\nname="a"\nkind="median"\nfeed="gaussian"\n',
-            "query kind must be one of avg, avg_all, count, cov, max, top5; got 'median'",
+            "query kind must be one of avg, avg_all, count, cov, group_avg, max, top5; got 'median'",
         ),
         ("policy = \n[[query]]\n", "is not valid TOML"),
         (
@@ -131,6 +131,11 @@ def test_invalid_config_is_one_line_exit_2(
         (["experiment", "no-such-experiment"], "unknown experiment 'no-such-experiment'; known:"),
         (["bench", "--only", "nope"], "argument --only: invalid choice: 'nope'"),
         ([], "the following arguments are required: COMMAND"),
+        (["run", "--workload", "tpch"], "argument --workload: invalid choice: 'tpch'"),
+        (
+            ["run", "--workload", "grouped", "--config", "spillway/examples/node.toml"],
+            "--workload picks built-in queries; it cannot be used with --config",
+        ),
     ],
     ids=[
         "unknown-policy",
@@ -141,6 +146,8 @@ def test_invalid_config_is_one_line_exit_2(
         "unknown-experiment",
         "unknown-benchmark",
         "no-command",
+        "unknown-workload",
+        "workload-with-config",
     ],
 )
 def test_usage_errors_are_one_line_exit_2(
@@ -239,6 +246,25 @@ def test_default_node_hosts_the_themis_mix() -> None:
 
     assert [p.name for p in plan_layout(cfg)] == ["mixed"]
     assert cfg.trigger_s == 2.0 and cfg.stw_s % cfg.trigger_s == 0
+
+
+def test_cod_runs_the_grouped_workload_unless_told_otherwise() -> None:
+    from spillway.cli import build_parser, node_config_from_args
+
+    def cfg(*argv: str):
+        return node_config_from_args(build_parser().parse_args(["run", *argv]))
+
+    grouped = cfg("--policy", "cod")
+    assert [(q.kind, q.feed) for q in grouped.queries] == [
+        ("group_avg", "taxi"),
+        ("group_avg", "tasks"),
+    ]
+    assert grouped.policy == "cod" and grouped.overload == 3.0
+    assert {q.kind for q in cfg("--policy", "cod", "--workload", "themis").queries} == {
+        "avg", "max", "count", "avg_all", "top5", "cov"
+    }  # fmt: skip
+    assert {q.kind for q in cfg("--workload", "grouped").queries} == {"group_avg"}
+    assert cfg("--workload", "grouped").policy == "balance-sic"
 
 
 def test_the_spark_node_factory_quiets_spark(monkeypatch: pytest.MonkeyPatch) -> None:

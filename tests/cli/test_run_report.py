@@ -194,3 +194,27 @@ def test_an_interval_cut_by_the_stop_is_left_out_of_the_rates(tmp_path: Path) ->
         sum(r.processed_tuples for r in kept) / sum(r.capacity_tuples for r in kept)
     )
     assert "1 last interval(s) left out" in (tmp_path / "report.md").read_text()
+
+
+def test_groups_and_missing_groups_of_per_group_decisions(tmp_path: Path) -> None:
+    cfg = small_config()
+    records, snaps, _ = synthetic_run(cfg, n=8)
+    name = cfg.queries[0].name
+    grouped = [
+        dataclasses.replace(
+            r, query_groups={name: 40 + i}, query_groups_kept={name: 40 + i - i % 2}
+        )
+        for i, r in enumerate(records)
+    ]
+    write_run_report(
+        tmp_path, config=cfg, history=grouped, snapshot=snaps[-1], results=None, duration_s=8
+    )
+    q = json.loads((tmp_path / "summary.json").read_text())["queries"][0]
+    steady = [i for i, r in enumerate(records) if r.t - records[0].t >= cfg.stw_s]
+    assert q["groups_mean"] == pytest.approx(np.mean([40 + i for i in steady]))
+    assert q["missing_groups_mean"] == pytest.approx(np.mean([i % 2 for i in steady]))
+    write_run_report(
+        tmp_path, config=cfg, history=records, snapshot=snaps[-1], results=None, duration_s=8
+    )
+    plain = json.loads((tmp_path / "summary.json").read_text())["queries"][0]
+    assert plain["groups_mean"] is None or math.isnan(plain["groups_mean"])

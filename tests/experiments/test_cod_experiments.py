@@ -38,7 +38,7 @@ def test_every_experiment_keeps_the_contract(name):
 
 def test_unknown_experiment():
     with pytest.raises(UnknownNameError, match="experiment must be one of cod-accuracy, cod-drift"):
-        get_experiment("cod-latency")
+        get_experiment("cod-throughput")
 
 
 def files_of(path):

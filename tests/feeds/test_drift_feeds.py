@@ -89,7 +89,8 @@ def test_taxi_popularity_drift_and_fare_spread():
     moved = np.mean(rank_a != rank_b)
     assert 0.15 < moved <= 1.0  # a quarter of scores redrawn moves most ranks a little
     changed_scores = np.mean(
-        np.floor(10 * 0.25 + f._pop_phase).astype(int) != np.floor(11 * 0.25 + f._pop_phase)
+        np.floor(10 * 0.25 + f.popularity.phase).astype(int)
+        != np.floor(11 * 0.25 + f.popularity.phase)
     )
     assert abs(changed_scores - 0.25) < 0.05
     g = TaxiFeed(n_sources=1, rate=20_000.0, seed=4, epoch_s=100.0, fare_cv=0.12)

@@ -83,3 +83,14 @@ def test_errors():
         hashing.pareto(0, "p", 0, np.arange(3), alpha=0.0)
     with pytest.raises(ConfigError, match=r"stream must be an int or a str, got float"):
         hashing.uniform(0, 1.5, 0, np.arange(3))  # type: ignore[arg-type]
+
+
+def test_lognormal_has_mean_one_and_the_asked_spread():
+    idx = np.arange(300_000)
+    x = hashing.lognormal(2, "f", 1, idx, cv=0.3)
+    assert x.min() > 0
+    assert abs(x.mean() - 1) < 0.005 and abs(x.std() / x.mean() - 0.3) < 0.01
+    # A transform of the stream's normal: the same ranks, no other randomness.
+    z = hashing.normal(2, "f", 1, idx)
+    assert np.array_equal(np.argsort(x[:1000]), np.argsort(z[:1000]))
+    assert np.array_equal(hashing.lognormal(2, "f", 1, idx[:5], cv=0.0), np.ones(5))

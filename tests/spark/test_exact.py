@@ -113,3 +113,47 @@ def test_errors_need_result_columns():
     with pytest.raises(ConfigError, match="shed results need the columns .* missing sic"):
         window_errors(good.drop(columns="sic"), good, "avg")
     assert error_summary(good, good, "max")["error"].tolist() == [0.0]
+
+
+def test_group_avg_error_counts_a_missing_group_as_100_percent(spark):
+    from spillway.feeds import make_feed
+    from spillway.quality.concept import group_stats, grouped_error
+
+    feed = make_feed("taxi", n_sources=1, rate=200.0, seed=2, n_routes=10, pool_routes=20)
+    full, half = feed_rows([feed], 3.0, 1.0), feed_rows([feed], 3.0, 1.0, keep=0.5)
+    exact = exact_results("group_avg", frame(spark, full), 1.0)
+    shed = exact_results("group_avg", frame(spark, half), 1.0)
+    assert exact["key"].notna().all() and exact["rank"].eq(1).all()
+    w0, w2 = exact["window_start"].min(), exact["window_start"].max()
+    lost = int(shed.loc[shed.window_start == w0, "key"].iloc[0])
+    shed = shed[~((shed.window_start == w0) & (shed.key == lost))]  # one group of window 0 lost
+    shed = shed[shed.window_start != w2]  # and all of window 2
+    per = window_errors(shed.sample(frac=1.0, random_state=1), exact, "group_avg")
+    assert per.columns.tolist()[-2:] == ["groups", "missing_groups"] and len(per) == 3
+    half_gone = [r for r in half if not ((int(r[5]) == 0 and r[2] == lost) or int(r[5]) == 2)]
+    for w in range(3):
+        keys = sorted({r[2] for r in full if int(r[5]) == w})
+        errs = []
+        for k in keys:
+            e = np.mean([r[3] for r in full if int(r[5]) == w and r[2] == k])
+            kept = [r[3] for r in half_gone if int(r[5]) == w and r[2] == k]
+            errs.append(min(1.0, abs(np.mean(kept) - e) / abs(e)) if kept else 1.0)
+        row = per.iloc[w]
+        assert row["error"] == pytest.approx(np.mean(errs))
+        assert row["groups"] == len(keys)
+        got = {r[2] for r in half_gone if int(r[5]) == w}
+        assert row["missing_groups"] == len(set(keys) - got)
+    assert per["missing_groups"].iloc[0] >= 1 and per["error"].iloc[2] == 1.0
+    assert per["sic"].iloc[2] == 0.0 and 0 < per["sic"].iloc[0] < 0.6
+    # the concept module's grouped error on the same window, from the raw rows
+    w0_rows = [r for r in full if int(r[5]) == 0]
+    truth = group_stats(np.array([r[2] for r in w0_rows]), np.array([r[3] for r in w0_rows]))
+    est = per["shed"].iloc[0]
+    ref = grouped_error(truth, np.array(list(est)), np.array(list(est.values())))
+    assert per["error"].iloc[0] == pytest.approx(ref.mean)
+    s = error_summary(shed, exact, "group_avg").iloc[0]
+    assert s["metric"] == "grouped_error" and s["windows"] == 3 and s["missing"] == 1
+    assert s["error"] == pytest.approx(per["error"].mean())
+    assert s["groups"] == per["groups"].sum() and s["missing_groups"] == per["missing_groups"].sum()
+    with pytest.raises(ConfigError, match="shed results need the columns .*key; missing key"):
+        window_errors(shed.drop(columns="key"), exact, "group_avg")

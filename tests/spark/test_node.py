@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -253,3 +254,52 @@ def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_p
     arrived_per_s = sum(q.arrival_rate for q in snap.queries)
     assert arrived_per_s == pytest.approx(cal["target_rate"], rel=0.1)
     assert any(r.admitted_tuples < r.arrived_tuples for r in hist)
+
+
+@pytest.mark.spark
+def test_a_group_avg_query_on_the_taxi_feed_gives_per_route_rows(spark, tmp_path):
+    from spillway.spark.exact import error_summary
+
+    taxi = {"n_routes": 10, "pool_routes": 20, "pool_share": 0.3}  # 30 routes
+    queries = (
+        QuerySpec(name="fares", kind="group_avg", feed="taxi", rate=600.0, feed_options=taxi),
+        QuerySpec(name="a0", kind="avg", feed="gaussian", rate=200.0),
+    )
+    cfg = NodeConfig(
+        queries=tuple(replace(q, window_s=0.5) for q in queries),
+        trigger_s=0.5,
+        stw_s=2.0,
+        seed=3,
+        checkpoint_dir=str(tmp_path),
+    )
+    # 800 tuples/s arrive, 400 fit: about half of every lane is shed
+    node = Node(
+        cfg, spark=spark, clock="logical", policy=RandomShare(seed=1), capacity_tuples_per_s=400
+    )
+    node.start()
+    try:
+        _wait_batches(node, 4)
+        shed = node.results()
+        exact = node.exact_results(until_s=2.0)
+    finally:
+        node.stop()
+    assert list(shed.columns) == list(RESULT_COLUMNS) == list(exact.columns)
+    assert node.plans == ["mixed"]
+    fares, fares_exact = shed[shed["query"] == "fares"], exact[exact["query"] == "fares"]
+    assert fares["kind"].eq("group_avg").all() and fares["key"].notna().all()
+    assert shed.loc[shed["query"] == "a0", "key"].isna().all()
+    # one row per route present in the window: 150 rides of 30 routes before shedding
+    assert not fares.duplicated(["window_start", "key"]).any()
+    assert fares.groupby("window_start")["key"].nunique().between(15, 30).all()
+    assert fares_exact.groupby("window_start")["key"].nunique().between(25, 30).all()
+    assert (fares["value"] > 0).all() and fares["rank"].eq(1).all()
+    # the window's SIC (about half of 0.5 s / 2 s) is shared evenly by its route rows
+    sic = fares.groupby("window_start")["sic"]
+    assert (sic.nunique() == 1).all() and sic.sum().between(0.05, 0.2).all()
+    assert fares_exact.groupby("window_start")["sic"].sum().to_numpy() == pytest.approx(
+        0.25, rel=0.1
+    )
+    both = fares_exact[fares_exact["window_start"].isin(set(fares["window_start"]))]
+    s = error_summary(fares.assign(query_id=0), both.assign(query_id=0), "group_avg").iloc[0]
+    assert s["windows"] >= 3 and s["missing"] == 0
+    assert 0 < s["error"] < 0.5 and 0 <= s["missing_groups"] < s["groups"]

@@ -1,4 +1,4 @@
-"""The six THEMIS Table 1 query kinds on small hand-made inputs with known answers and SIC."""
+"""The THEMIS Table 1 query kinds and GROUP-AVG on small hand-made inputs with known answers."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from spillway.spark.queries import (
     SOURCE_COLUMNS,
     SOURCE_SCHEMA_DDL,
     query_kind,
+    results_to_pandas,
 )
 from spillway.testing import ListFeed
 
@@ -65,14 +66,15 @@ def feed_rows(
 
 
 def results(spark, kind: str, rows: Sequence[Row], window_s: float = 1.0) -> pd.DataFrame:
-    out = QUERIES[kind].apply(frame(spark, rows), window_s).toPandas()
-    out["w"] = out["window_start"].astype("int64") // 10**9 if len(out) else []
-    return out.sort_values(["query_id", "w", "rank"]).reset_index(drop=True)
+    out = results_to_pandas(QUERIES[kind].apply(frame(spark, rows), window_s), micros=True)
+    out["w"] = out["window_start"] // 10**6 if len(out) else []
+    return out.sort_values(["query_id", "w", "key", "rank"]).reset_index(drop=True)
 
 
 def test_registry_names_and_lookup():
-    assert sorted(QUERIES) == ["avg", "avg_all", "count", "cov", "max", "top5"]
+    assert sorted(QUERIES) == ["avg", "avg_all", "count", "cov", "group_avg", "max", "top5"]
     assert query_kind("top5") is QUERIES["top5"]
+    assert query_kind("group_avg").grouped and not query_kind("avg").grouped
     with pytest.raises(UnknownNameError, match="query kind must be one of .*got 'median'"):
         query_kind("median")
 
@@ -97,8 +99,9 @@ def test_aggregates_two_queries_multiplexed_with_one_window_shed_to_half(spark):
         assert out["sic"].tolist() == pytest.approx([1.0, 0.5, 1.0])
         assert out["n_in"].tolist() == [4, 2, 2]
         assert out["rank"].tolist() == [1, 1, 1]
-        last = out["last_arrival_ts"].astype("int64") / 1e9
+        last = out["last_arrival_ts"] / 1e6
         assert last.tolist() == pytest.approx([0.9, 1.7, 0.8])
+        assert out["key"].dtype == "Int64" and out["key"].isna().all()  # no group
     assert got["avg"]["value"].tolist() == pytest.approx([45.0, 45.0, 49.5])
     assert got["max"]["value"].tolist() == [80.0, 70.0, 50.0]
     assert got["count"]["value"].tolist() == [2.0, 1.0, 1.0]
@@ -174,6 +177,35 @@ def test_top5_ranks_machines_by_available_cpu_with_enough_free_memory(spark):
     assert w1["sic"].tolist() == pytest.approx([sum(r[4] for r in in1) / 2] * 2)
     assert w2["rank"].tolist() == [0] and w2["value"].isna().all()
     assert w2["sic"].tolist() == pytest.approx([1.0]) and w2["n_in"].tolist() == [2]
+
+
+def test_group_avg_gives_one_row_per_group_sharing_the_window_sic(spark):
+    # query 0, window 0: routes 3 (2 rides) and 7 (1 ride), SIC 0.2 each; window 1: route 3.
+    # query 1, window 0: route 3 (the same key in another query is another group).
+    rows = [
+        (0, 0, 7, 30.0, 0.2, 0.1),
+        (0, 0, 3, 10.0, 0.2, 0.5),
+        (0, 0, 3, 14.0, 0.2, 0.8),
+        (0, 0, 3, 6.0, 0.4, 1.3),
+        (1, 0, 3, 5.0, 0.5, 0.6),
+        (1, 0, 3, 5.0, 0.5, 0.4),
+    ]
+    out = results(spark, "group_avg", rows)
+    assert list(out.columns[:-1]) == list(RESULT_COLUMNS)
+    assert out[["query_id", "w", "key"]].values.tolist() == [
+        [0, 0, 3],
+        [0, 0, 7],
+        [0, 1, 3],
+        [1, 0, 3],
+    ]
+    assert out["value"].tolist() == pytest.approx([12.0, 30.0, 6.0, 5.0])
+    assert out["rank"].tolist() == [1, 1, 1, 1]
+    # THEMIS Eq. 3 group-by rule: the window's input SIC (0.6) / its 2 groups, on each row
+    assert out["sic"].tolist() == pytest.approx([0.3, 0.3, 0.4, 1.0])
+    # input rows and last arrival are the window's, on every row of the window
+    assert out["n_in"].tolist() == [3, 3, 1, 2]
+    assert (out["last_arrival_ts"] / 1e6).tolist() == pytest.approx([0.8, 0.8, 1.3, 0.6])
+    assert results(spark, "group_avg", []).empty  # no input, no window, no row
 
 
 def test_every_kind_conserves_the_sic_of_its_windows(spark):

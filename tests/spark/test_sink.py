@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -16,6 +17,8 @@ from tests.spark.test_queries import frame
 pytestmark = pytest.mark.spark
 
 T0 = 1_700_000_000.0  # Unix seconds: arrival times are feed time + the node's start epoch
+#: A taxi feed with about 40 routes (20 pool + 20 ordinary), 300 rides/s.
+TAXI = dict(n_sources=1, rate=300.0, seed=5, n_routes=20, pool_routes=20, pool_share=0.3)
 
 
 def batch(spark, rows):
@@ -76,7 +79,8 @@ def test_sink_accepts_an_aware_datetime_clock_and_an_empty_batch(spark):
 
 
 def _mix_rows(until_s=2.0, keep=0.6):
-    """Rows of the default THEMIS mix (15 queries, all six kinds), a share kept per window."""
+    """Rows of the default THEMIS mix (15 queries, all six kinds), a share kept per window, and
+    of a GROUP-AVG query on a small taxi feed (about 40 routes)."""
     from spillway.cli import default_node_config
     from spillway.feeds import make_feed
     from spillway.spark.node import _feed_settings
@@ -87,6 +91,8 @@ def _mix_rows(until_s=2.0, keep=0.6):
     kinds: dict[str, list[int]] = {}
     for i, q in enumerate(cfg.queries):
         kinds.setdefault(q.kind, []).append(i)
+    kinds["group_avg"] = [len(feeds)]
+    feeds.append(make_feed("taxi", **TAXI))
     rows = feed_rows(feeds, until_s, 1.0, keep=keep)
     # one more TOP-5 query whose machines never have enough free memory: marker rows
     q = len(feeds)
@@ -109,7 +115,7 @@ def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
     df = batch(spark, rows)
     store = ResultStore()
     sink = ResultSink(kinds, 1.0, store, clock=ManualClock(T0 + 3.0), plan="mixed")
-    assert sink.kind is None and sink.sql.count("UNION ALL") == 2  # 4 single-row kinds fused
+    assert sink.kind is None and sink.sql.count("UNION ALL") == 3  # 4 single-row kinds fused
     cache = spark._jsparkSession.sharedState().cacheManager()
     cached_before = cache.isEmpty()
     sink(df, 0)
@@ -123,14 +129,19 @@ def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
         ],
         ignore_index=True,
     )
-    key = ["query_id", "window_start", "rank"]
+    key = ["query_id", "window_start", "key", "rank"]
     got = got.sort_values(key).reset_index(drop=True)
     want = want.sort_values(key).reset_index(drop=True)
-    assert len(got) == len(want) > 30 and set(got["kind"]) == set(QUERIES)
+    assert len(got) == len(want) > 80 and set(got["kind"]) == set(QUERIES)
     for c in ["kind", *key, "n_in", "last_arrival_ts"]:
-        assert got[c].tolist() == want[c].tolist(), c
+        pd.testing.assert_series_equal(got[c], want[c], check_dtype=c != "rank", obj=c)
     for c in ("value", "sic"):
         assert got[c].to_numpy(float) == pytest.approx(want[c].to_numpy(float), nan_ok=True)
+    # key: the route of a GROUP-AVG row (about 40 routes a window), null for every other kind
+    grouped = got["kind"] == "group_avg"
+    assert got.loc[~grouped, "key"].isna().all() and got.loc[grouped, "key"].notna().all()
+    routes = got[grouped].groupby("window_start")["key"].nunique()
+    assert len(routes) == 2 and routes.between(25, 40).all()
     top5 = got[got["kind"] == "top5"]
     seven = top5[top5["query_id"] == max(kinds["top5"])]
     assert seven["value"].tolist() == [1.0, 3.0, 5.0, 0.0, 2.0] and seven["rank"].tolist() == [
@@ -150,6 +161,33 @@ def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
     # The batch was persisted for the three parts and released again; the view is gone.
     assert not spark.catalog.tableExists(sink._view)
     assert cache.isEmpty() == cached_before
+
+
+def test_a_group_avg_sink_shares_each_window_sic_over_its_groups(spark):
+    from spillway.feeds import make_feed
+    from tests.spark.test_queries import feed_rows
+
+    rows = feed_rows([make_feed("taxi", **TAXI)], 3.0, 1.0, keep=0.5)  # feed times
+    store = ResultStore()
+    coord = QueryCoordinator(n_queries=1, stw_s=10.0, slide_s=1.0)
+    ResultSink("group_avg", 1.0, store, coord, ManualClock(T0 + 4.0))(batch(spark, rows), 0)
+    out = store.to_pandas()
+    assert out["plan"].eq("group_avg").all() and out["rank"].eq(1).all()
+    w = out["window_start"].map(pd.Timestamp.timestamp) - T0
+    for s in range(3):
+        mine = [r for r in rows if s <= r[5] < s + 1]
+        part = out[w == s]
+        keys = sorted({r[2] for r in mine})
+        assert part["key"].tolist() == keys  # ordered by key within the window
+        assert part["sic"].sum() == pytest.approx(sum(r[4] for r in mine))
+        assert part["sic"].nunique() == 1  # uniform over the groups (THEMIS Eq. 3)
+        means = [np.mean([r[3] for r in mine if r[2] == k]) for k in keys]
+        assert part["value"].to_numpy() == pytest.approx(means)
+        assert part["n_in"].eq(len(mine)).all()
+    # the coordinator counts every window once with its input rows, and all the rows' SIC
+    assert coord.counters().windows.tolist() == [3]
+    assert coord.counters().rows_in.tolist() == [len(rows)]
+    assert coord.query_sic(now=T0 + 10.0)[0] == pytest.approx(sum(r[4] for r in rows))
 
 
 def test_kind_maps_and_sql_errors(spark):

@@ -24,6 +24,7 @@ from spillway.spark.source import (
     plan_partitions,
     read_partition,
     select_kept,
+    select_kept_groups,
     source_options,
 )
 from spillway.testing import ListFeed
@@ -100,7 +101,167 @@ def test_offset_rejects_foreign_or_broken_offsets():
         PlanOffset(plan="a", epoch_us=0, boundary=1, t_us=0, end=(-1,), keep=(0,), sic=(0,))
 
 
+def test_offset_with_groups_round_trips_and_without_omits_the_field():
+    off = PlanOffset(
+        plan="avg",
+        epoch_us=5,
+        boundary=3,
+        t_us=3_000_000,
+        end=(100, 50, 7),
+        keep=(20, 50, 0),
+        sic=(0.01, 0.02, 0.0),
+        groups={2: ((4,), (0,)), 0: ((-3, 9, 1), (2, 0, 5))},
+    )
+    assert list(off.groups) == [0, 2] and off.groups[0] == ((-3, 1, 9), (2, 5, 0))
+    data = off.to_json()
+    assert data["groups"] == {"0": [[-3, 1, 9], [2, 5, 0]], "2": [[4], [0]]}
+    assert PlanOffset.from_json(json.dumps(data)) == off
+    plain = PlanOffset(**{**off.__dict__, "groups": {}})
+    assert "groups" not in plain.to_json() and PlanOffset.from_json(plain.to_json()) == plain
+    assert plain != off
+
+
+def test_an_offset_written_before_groups_existed_still_parses():
+    old = {
+        "v": 1,
+        "plan": "avg",
+        "epoch_us": 1_700_000_000_000_000,
+        "b": 4,
+        "t_us": 4_000_000,
+        "end": [10, 20],
+        "keep": [5, 20],
+        "sic": [0.1, 0.05],
+    }
+    off = PlanOffset.from_json(json.dumps(old))
+    assert off.groups == {} and off.keep == (5, 20) and off.to_json() == old
+
+
+@pytest.mark.parametrize(
+    ("groups", "match"),
+    [
+        ([1, 2], "must map lane indices to \\[group keys, keep counts\\], got list"),
+        ({"x": [[1], [1]]}, "'x' is not a lane index"),
+        ({"2": [[1], [1]]}, "lane 2 is outside 0..1"),
+        ({"0": [[1], [1], [1]]}, "lane 0: needs \\[group keys, keep counts\\], two lists of ints"),
+        ({"0": "ab"}, "lane 0: needs \\[group keys, keep counts\\]"),
+        ({"0": [["a"], [1]]}, "lane 0: needs \\[group keys, keep counts\\]"),
+        ({"0": [[1, 2], [1]]}, "lane 0: needs as many keep counts as group keys"),
+        ({"0": [[], []]}, "at least one"),
+        ({"0": [[1, 1], [1, 1]]}, "lane 0: group keys repeat"),
+        ({"1": [[1], [-1]]}, "lane 1: keep counts must be >= 0"),
+        ({"0": [[1, 2], [3, 3]]}, "the groups keep 6 tuples, more than the lane's keep 5"),
+    ],
+)
+def test_offset_rejects_a_malformed_group_map(groups, match):
+    data = PlanOffset(
+        plan="avg", epoch_us=0, boundary=1, t_us=0, end=(9, 9), keep=(5, 5), sic=(0.1, 0.1)
+    ).to_json()
+    data["groups"] = groups
+    with pytest.raises(InputDataError, match=match):
+        PlanOffset.from_json(data)
+
+
 # -- keep selection --------------------------------------------------------------------------
+
+
+def test_grouped_keep_selection_keeps_exactly_each_groups_count():
+    rng = np.random.default_rng(4)
+    lo, hi = 500, 8500
+    keys = rng.integers(0, 40, size=hi - lo)
+    counts = np.bincount(keys, minlength=40)
+    listed = np.arange(0, 40, 2)  # even groups cut, odd groups whole
+    keep = np.minimum(counts[listed], rng.integers(0, 30, size=listed.size))
+    keep[0] = counts[listed[0]] + 7  # more than the group holds: all of it
+    key = lane_key(2, "avg", 0, 1)
+    idx = select_kept_groups(lo, hi, key, keys, listed, keep)
+    assert np.all(np.diff(idx) > 0) and idx.min() >= lo and idx.max() < hi
+    got = np.bincount(keys[idx - lo], minlength=40)
+    assert got[1::2].tolist() == counts[1::2].tolist()
+    assert got[listed].tolist() == np.minimum(keep, counts[listed]).tolist()
+    # the kept tuples of a group are its smallest hashes, and the order of listing is irrelevant
+    g = listed[3]
+    members = np.flatnonzero(keys == g) + lo
+    from spillway.spark.source import tuple_hashes
+
+    smallest = np.sort(members[np.argsort(tuple_hashes(key, members))[: keep[3]]])
+    assert np.array_equal(idx[keys[idx - lo] == g], smallest)
+    perm = rng.permutation(listed.size)
+    again = select_kept_groups(lo, hi, key, keys, listed[perm], keep[perm])
+    assert np.array_equal(idx, again)
+    assert select_kept_groups(lo, hi, key, keys, [], []).size == hi - lo
+    assert select_kept_groups(3, 3, key, np.zeros(0), [1], [0]).size == 0
+    with pytest.raises(InputDataError, match=r"need one key per tuple of \[500, 8500\), got 3"):
+        select_kept_groups(lo, hi, key, keys[:3], listed, keep)
+
+
+@pytest.mark.parametrize(("n_groups", "scale"), [(50, 1), (50, 10**12), (300_000, 1)])
+def test_grouped_keep_selection_equals_a_lexsort_reference(n_groups, scale):
+    # small key range (lookup table) or huge (binary search); few groups (16-bit radix sort)
+    # or more than 65,536 (a stable sort of int64 positions): the same tuples as a reference
+    rng = np.random.default_rng(n_groups + scale % 7)
+    n = 120_000
+    keys = rng.integers(0, n_groups, size=n) * scale - 5
+    distinct = np.unique(keys)
+    listed = distinct if distinct.size > 1 << 16 else rng.choice(distinct, distinct.size // 2)
+    listed = np.unique(listed)
+    keep = rng.integers(0, 4, size=listed.size)
+    key = lane_key(1, "avg", 3, 0)
+    idx = np.arange(n) + 10
+    from spillway.spark.source import tuple_hashes
+
+    h = tuple_hashes(key, idx)
+    pos = {int(g): i for i, g in enumerate(listed)}
+    g = np.array([pos.get(int(x), -1) for x in keys])
+    on = g >= 0
+    o = np.lexsort((h[on], g[on]))
+    gs = g[on][o]
+    rank = np.arange(gs.size) - np.searchsorted(gs, gs)
+    want = np.sort(np.concatenate([idx[~on], idx[on][o[rank < keep[gs]]]]))
+    assert np.array_equal(select_kept_groups(10, 10 + n, key, keys, listed, keep), want)
+
+
+def test_read_of_a_grouped_lane_keeps_its_per_group_counts():
+    times = [list(np.arange(0.0, 4.0, 0.002)), list(np.arange(0.0, 4.0, 0.004))]
+    keys = [[i % 7 for i in range(len(times[0]))], [i % 3 for i in range(len(times[1]))]]
+    feed = ListFeed(times=times, values=[[1.0] * len(t) for t in times], keys=keys)
+    desc = _desc(feed)
+    o1 = _offset(desc, 1, (500, 250), (500, 250), (0.1, 0.1))
+    # lane 0: 1500 tuples, groups of ~214; group 2 keeps 10, group 5 none; lane 1 per lane
+    o2 = PlanOffset(
+        **{
+            **_offset(desc, 2, (2000, 1000), (1500 - 214 - 214 + 10, 300), (0.1, 0.2)).__dict__,
+            "groups": {0: ((2, 5), (10, 0))},
+        }
+    )
+    parts = plan_partitions(desc, o1, o2, 2)
+    table = pa.Table.from_batches([read_partition(p) for p in parts])
+    df = table.to_pandas()
+    per = df[df.source_id == 0].groupby("key").size().to_dict()
+    full = np.bincount(np.array(keys[0][500:2000]), minlength=7)
+    assert full[2] == full[5] == 214
+    assert per == {g: (10 if g == 2 else int(full[g])) for g in range(7) if g != 5}
+    assert (df.source_id == 1).sum() == 300 and table.num_rows == sum(o2.keep)
+    again = pa.Table.from_batches([read_partition(p) for p in plan_partitions(desc, o1, o2, 2)])
+    assert again.equals(table)
+
+
+def test_a_grouped_lane_weighs_its_key_scan_when_partitions_are_planned():
+    feed = _feed(n_sources=2, rate=100.0)
+    desc = _desc(feed)
+    start = PlanOffset.initial("avg", n_lanes=2, epoch_us=desc.epoch_us)
+    same = _offset(desc, 1, (300, 300), (100, 110), (0.1, 0.1))
+    # equal ranges: the lane keeping more rows goes to the first (empty) bin first
+    first = plan_partitions(desc, start, same, 2)[0]
+    assert first.source_id.tolist() == [1] and first.groups is None
+    grouped = PlanOffset(**{**same.__dict__, "groups": {0: ((0,), (100,))}})
+    parts = plan_partitions(desc, start, grouped, 2)
+    # lane 0's key scan (300 · GROUP_SCAN_WEIGHT) makes it the heavier one now
+    assert parts[0].source_id.tolist() == [0]
+    assert parts[0].groups[0][0].tolist() == [0] and parts[0].groups[0][1].tolist() == [100]
+    assert parts[1].groups is None
+
+
+# -- keep selection (per lane) ---------------------------------------------------------------
 
 
 def test_keep_selection_is_deterministic_sorted_and_of_size_k():

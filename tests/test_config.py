@@ -1,0 +1,66 @@
+"""Query kinds a node config accepts: every registered Spark kind, GROUP-AVG included."""
+
+from __future__ import annotations
+
+import pytest
+
+from spillway.config import DEFAULT_SOURCES, NodeConfig, QuerySpec, load_config
+from spillway.errors import UnknownNameError
+
+
+def test_the_config_kinds_are_the_registered_query_kinds():
+    from spillway.spark.exact import METRICS
+    from spillway.spark.queries import QUERIES
+
+    assert set(DEFAULT_SOURCES) == set(QUERIES) == set(METRICS)
+    assert DEFAULT_SOURCES["group_avg"] == 1
+
+
+def test_a_group_avg_query_round_trips_and_loads_from_toml(tmp_path):
+    q = QuerySpec(
+        name="fares",
+        kind="group_avg",
+        feed="taxi",
+        rate=5000.0,
+        feed_options={"n_routes": 30, "pool_routes": 20, "pool_share": 0.4},
+    )
+    assert (
+        q.n_sources == 1
+        and QuerySpec(name="q", kind="group_avg", feed="x", sources=3).n_sources == 3
+    )
+    cfg = NodeConfig(queries=(q,))
+    assert NodeConfig.from_dict(cfg.to_dict()) == cfg
+    path = tmp_path / "node.toml"
+    path.write_text(
+        '[[query]]\nname = "fares"\nkind = "group_avg"\nfeed = "taxi"\nrate = 5000.0\n'
+        "[query.feed_options]\nn_routes = 30\npool_routes = 20\npool_share = 0.4\n"
+    )
+    assert load_config(path) == cfg
+
+
+def test_an_unknown_kind_lists_group_avg():
+    with pytest.raises(UnknownNameError, match=r"one of avg, avg_all, count, cov, group_avg, max"):
+        QuerySpec(name="q", kind="group_mean", feed="taxi")
+
+
+def test_policy_options_reach_the_policy_and_are_checked_when_read(tmp_path):
+    from spillway.config import load_config
+    from spillway.errors import ConfigError
+
+    path = tmp_path / "node.toml"
+    path.write_text(
+        'policy = "cod"\nseed = 4\npolicy_options = { b = 0.97 }\n'
+        '[[query]]\nname = "fares"\nkind = "group_avg"\nfeed = "taxi"\n'
+    )
+    cfg = load_config(path)
+    policy = cfg.make_policy()
+    assert (policy.config.b, policy.config.seed, policy.sheds_always) == (0.97, 4, True)
+    assert NodeConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(ConfigError, match="policy 'random' has no setting b"):
+        load_config(path, policy="random")
+    with pytest.raises(
+        ConfigError, match=r"b is the fraction of tuples shed and must be in \[0, 1\]"
+    ):
+        load_config(path, policy_options={"b": 1.5})
+    with pytest.raises(ConfigError, match="policy_options must be a table"):
+        NodeConfig(queries=cfg.queries, policy_options=[("b", 0.9)])
