@@ -123,7 +123,7 @@ class CodLatencyConfig:
 
     workloads: tuple[str, ...] = ("taxi", "tasks")
     b: float = 0.98
-    rate: float = 60_000.0
+    rate: float = 100_000.0
     sources: int = 2
     window_s: float = 2.0
     trigger_s: float = 2.0

@@ -1,13 +1,29 @@
 """Does the sliding STW measure perfect processing as SIC 1? (THEMIS §7, opening paragraph).
 
 THEMIS deploys 10 underloaded TOP-5 queries and measures their result SIC over an STW of 10 s
-and of 100 s: 0.9700 ± 0.0064 and 1.0086 ± 0.0034 (mean ± std across queries). Here each STW
-is one :class:`~spillway.spark.node.Node` run on Spark with 10 TOP-5 queries (20 sources = 10
-machines of the cluster feed, 20 tuples/s per source) and BALANCE-SIC against the node's
-measured capacity; the load is far below it, so nothing should be shed (the report shows the
-kept share). Every second the node reports each query's SIC over the STW (Eq. 4, from the
-query coordinator); per query the samples after ``warmup_s`` are averaged, then the mean and
-standard deviation across queries are reported.
+and of 100 s: 0.9700 ± 0.0064 and 1.0086 ± 0.0034 (mean ± std across queries); the paper calls
+both "correct" measurements of perfect processing and keeps 10 s. Here each STW is one
+:class:`~spillway.spark.node.Node` run on Spark with 10 TOP-5 queries (20 sources = 10 machines
+of the cluster feed, 20 tuples/s per source) and BALANCE-SIC against a capacity far above the
+load, so nothing should be shed (the report shows the kept share). Every second the node
+reports each query's SIC over the STW (Eq. 4, from the query coordinator); per query the
+samples whose STW lies after the node settled (:func:`settled_time`) are averaged, then the
+mean and standard deviation across queries are reported.
+
+The run's result table is then used to account for every sample (:func:`stw_samples`):
+
+- Eq. 1: each result window's SIC against its exact share of the STW's source tuples from the
+  feed's own counts (:func:`window_table`, ``feeds``);
+- Eq. 4 recomputed from the results (SIC of the results produced in ``[t - STW, t)``), which
+  must equal the coordinator's sample;
+- the *result lag* ``A(t)``: ``t`` minus the end of the newest window whose result was produced
+  before ``t``. With exact stamping and nothing shed every 1 s window carries ``1/STW``, so Eq. 4
+  summed by result time equals ``1 - (A(t) - A(t - STW)) / STW``: a steady latency cancels, only
+  a *change* of the lag across the STW moves it;
+- THEMIS's STW rule (§4: a result counts in an STW only if its source tuples lie in that STW
+  too): the SIC of the results produced before ``t`` from windows starting at or after
+  ``t - STW``, about ``1 - (A(t) + window/2) / STW``: the under-count of an STW that does not
+  amply cover the end-to-end latency. spillway's coordinator does not count this way.
 
 Examples
 --------
@@ -25,10 +41,11 @@ THEMIS (SIGMOD 2016) §7 (STW validation); acceptance test TH-1 (``spec/themis_a
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -42,6 +59,9 @@ from spillway.experiments._spark_runs import (
     run_level,
 )
 from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
+
+if TYPE_CHECKING:
+    from spillway.feeds.base import Feed
 
 #: THEMIS §7: mean ± std of query SIC across 10 underloaded TOP-5 queries, per STW (s).
 PAPER: dict[float, tuple[float, float]] = {10.0: (0.9700, 0.0064), 100.0: (1.0086, 0.0034)}
@@ -83,8 +103,12 @@ class StwValidationConfig:
     capacity_factor : the node's capacity fixed at this many times the input rate, so the
         shedder admits everything (underloaded by construction); None lets the cost models
         measure it.
-    warmup_s : SIC samples within this long after the node is warm (every plan past its
-        first micro-batches) are not used.
+    warmup_s : SIC samples within this long after the node settled (:func:`settled_time`)
+        are not used (nor any whose STW reaches back before it).
+    warm_session : first stream a throwaway node for a moment, so that Spark's Python
+        workers are up before either STW's run: otherwise the first run starts cold (tens of
+        seconds on a loaded machine), piles up a backlog of windows and works it off during
+        its sampled STWs, which then hold more than one STW of results.
     trigger_s : shedding interval = trigger.
     seed : seed of feeds and policy.
     master : Spark master URL.
@@ -98,6 +122,7 @@ class StwValidationConfig:
     rate: float = 20.0
     capacity_factor: float | None = 10.0
     warmup_s: float = 10.0
+    warm_session: bool = True
     trigger_s: float = 1.0
     seed: int = 0
     master: str = "local[2]"
@@ -114,6 +139,8 @@ class StwValidationConfig:
             check_positive("capacity_factor", self.capacity_factor)
         check_positive("trigger_s", self.trigger_s)
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
+        if not isinstance(self.warm_session, bool):
+            raise ConfigError(f"warm_session must be True or False, got {self.warm_session!r}")
         for r in runs:
             if self.warmup_s >= r.duration_s:
                 raise ConfigError(
@@ -184,6 +211,30 @@ def stw_stats(
     }
 
 
+def settled_time(samples: pd.DataFrame, ready_s: float) -> float:
+    """When the node had worked off its start-up backlog: the first tick at or after
+    ``ready_s`` whose result lag (``lag_s``, mean over queries) is at most the median lag of
+    the ticks from ``ready_s`` on; ``ready_s`` without lags.
+
+    ``ready_s`` is when every plan finished its first micro-batches. A node that started
+    slowly then still has the windows that arrived meanwhile to process: it produces results
+    faster than one window per window length until its lag is back to its usual level, and
+    an STW over that stretch holds more than one STW of results (Eq. 4 above 1 by the lag it
+    recovers / STW). The median is the usual level whatever it is; a backlog lies above it.
+
+    >>> smp = pd.DataFrame({"t": [1.0, 2.0, 3.0, 4.0, 5.0, 6.0], "query": ["q"] * 6,
+    ...                     "lag_s": [9.0, 6.0, 3.0, 1.2, 1.0, 1.1]})
+    >>> settled_time(smp, ready_s=2.0)
+    4.0
+    """
+    if "lag_s" not in samples:
+        return float(ready_s)
+    lag = samples[samples["t"] >= ready_s].groupby("t")["lag_s"].mean().dropna()
+    if lag.empty:
+        return float(ready_s)
+    return float(lag.index[lag.to_numpy() <= lag.median()][0])
+
+
 def checks(stw: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """Issue 3: every mean within [0.95, 1.02], and the longest STW's mean closest to 1.
 
@@ -199,16 +250,206 @@ def checks(stw: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return {"means_in_range": bool(in_range), "longer_stw_closer_to_1": bool(closer)}
 
 
+# ------------------------------------------------------------------------------ accounting
+
+#: Columns of :func:`window_table`.
+WINDOW_COLUMNS = ("query", "t", "end", "produced", "sic", "n_in", "arrived", "share")
+#: Columns :func:`stw_samples` adds to the ticks.
+SAMPLE_COLUMNS = ("eq4_recomputed", "themis_rule", "lag_s", "lag_change_s")
+
+
+def window_table(
+    results: pd.DataFrame,
+    *,
+    epoch_s: float,
+    window_s: float,
+    stw_s: float,
+    feeds: Mapping[str, Feed] | None = None,
+) -> pd.DataFrame:
+    """One row per (query, result window) of a run: :data:`WINDOW_COLUMNS`.
+
+    ``t``/``end``: the window in feed seconds; ``produced``: when its result was produced (feed
+    seconds); ``sic``: the SIC of its result rows summed (Eq. 3 splits a TOP-5 window's SIC over
+    its rows); ``n_in``: its input rows. With ``feeds`` (the query's feed, by query name):
+    ``arrived``, the tuples the feed sent in the window, and ``share``, their exact SIC under
+    perfect processing (Eq. 1 from the feed's counts: ``sum_s n_s(window) / (|S| n_s(STW))``
+    over the STW ending at the window's end, extrapolated from the elapsed part while it is
+    shorter than the STW, as :class:`~spillway.quality.StwCounter` does); NaN without.
+
+    Parameters
+    ----------
+    results : the run's result rows with ``query``, ``t`` (window start, feed s), ``sic``,
+        ``n_in`` and ``produced_at`` (Unix s), as
+        :func:`~spillway.experiments._spark_runs.run_level` returns them.
+    epoch_s : the node's feed-time origin (Unix s).
+    window_s, stw_s : the queries' window and the STW.
+    feeds : optional feed per query name.
+
+    >>> from spillway.testing import ListFeed
+    >>> res = pd.DataFrame({"query": ["q"] * 3, "t": [0.0, 0.0, 1.0], "sic": [0.25, 0.25, 0.5],
+    ...                     "n_in": [2, 2, 2], "produced_at": [101.5, 101.5, 102.5]})
+    >>> feed = ListFeed(times=[[0.2, 0.7, 1.2, 1.7]], values=[[1.0] * 4])
+    >>> w = window_table(res, epoch_s=100.0, window_s=1.0, stw_s=2.0, feeds={"q": feed})
+    >>> w[["t", "produced", "sic", "arrived", "share"]].values.tolist()
+    [[0.0, 1.5, 0.5, 2.0, 0.5], [1.0, 2.5, 0.5, 2.0, 0.5]]
+    """
+    if results.empty:
+        return pd.DataFrame(columns=list(WINDOW_COLUMNS))
+    df = results.assign(produced=results["produced_at"].astype(float) - float(epoch_s))
+    w = (
+        df.groupby(["query", "t"], sort=False)
+        .agg(sic=("sic", "sum"), n_in=("n_in", "first"), produced=("produced", "first"))
+        .reset_index()
+    )
+    w["end"] = w["t"] + window_s
+    w["arrived"] = np.nan
+    w["share"] = np.nan
+    for name, feed in (feeds or {}).items():
+        rows = w.index[w["query"] == name]
+        arrived, share = [], []
+        for t, end in zip(w.loc[rows, "t"], w.loc[rows, "end"], strict=True):
+            c_end = feed.count(end).astype(np.float64)
+            n_win = c_end - feed.count(t)
+            n_stw = c_end - feed.count(end - stw_s) if end >= stw_s else c_end * stw_s / end
+            part = np.divide(n_win, n_stw, out=np.zeros_like(n_win), where=n_stw > 0)
+            arrived.append(float(n_win.sum()))
+            share.append(float(part.sum() / feed.n_sources))
+        w.loc[rows, "arrived"] = arrived
+        w.loc[rows, "share"] = share
+    return w[list(WINDOW_COLUMNS)]
+
+
+def stw_samples(ticks: pd.DataFrame, windows: pd.DataFrame, *, stw_s: float) -> pd.DataFrame:
+    """The ticks with every sample accounted for from the result windows (:data:`SAMPLE_COLUMNS`).
+
+    At a tick's feed time ``x``, per query: ``eq4_recomputed`` = SIC of the results produced in
+    ``[x - STW, x)``, times ``STW / x`` while ``x < STW`` (the coordinator's extrapolation from
+    its origin, feed time 0): what the coordinator's Eq. 4 sample must be; ``themis_rule`` =
+    SIC of the results produced before ``x`` whose window starts at or after ``x - STW``
+    (THEMIS §4: source and result tuples in one STW); ``lag_s`` = ``A(x)``, ``x`` minus the
+    end of the newest window produced before ``x``; ``lag_change_s`` = ``A(x) - A(x - STW)``.
+
+    >>> win = pd.DataFrame({"query": ["q"] * 4, "t": [0.0, 1.0, 2.0, 3.0],
+    ...                     "end": [1.0, 2.0, 3.0, 4.0], "produced": [1.5, 2.5, 3.5, 5.5],
+    ...                     "sic": [0.5] * 4})
+    >>> ticks = pd.DataFrame({"t": [4.0, 6.0], "query": ["q", "q"], "sic": [1.0, 0.5]})
+    >>> s = stw_samples(ticks, win, stw_s=2.0)
+    >>> s[["eq4_recomputed", "themis_rule", "lag_s", "lag_change_s"]].values.tolist()
+    [[1.0, 0.5, 1.0, 0.0], [0.5, 0.0, 2.0, 1.0]]
+    """
+    out = ticks.copy()
+    for c in SAMPLE_COLUMNS:
+        out[c] = np.nan
+    for name, idx in out.groupby("query", sort=False).groups.items():
+        w = windows[windows["query"] == name].sort_values("produced", kind="stable")
+        x = out.loc[idx, "t"].to_numpy(dtype=np.float64)
+        p = w["produced"].to_numpy(dtype=np.float64)
+        sic = w["sic"].to_numpy(dtype=np.float64)
+        start = w["t"].to_numpy(dtype=np.float64)
+        newest_end = np.maximum.accumulate(w["end"].to_numpy(dtype=np.float64))
+        cum = np.concatenate([[0.0], np.cumsum(sic)])
+        hi = np.searchsorted(p, x, side="left")
+        lo = np.searchsorted(p, x - stw_s, side="left")
+        inside = (p[None, :] < x[:, None]) & (start[None, :] >= x[:, None] - stw_s)
+        lag = _result_lag(x, p, newest_end)
+        young = np.where((x > 0) & (x < stw_s), stw_s / np.where(x > 0, x, 1.0), 1.0)
+        out.loc[idx, "eq4_recomputed"] = (cum[hi] - cum[lo]) * np.where(x > 0, young, 0.0)
+        out.loc[idx, "themis_rule"] = (inside * sic[None, :]).sum(axis=1)
+        out.loc[idx, "lag_s"] = lag
+        out.loc[idx, "lag_change_s"] = lag - _result_lag(x - stw_s, p, newest_end)
+    return out
+
+
+def _result_lag(at: np.ndarray, produced: np.ndarray, newest_end: np.ndarray) -> np.ndarray:
+    """``at`` minus the end of the newest window produced before it (NaN before the first);
+    ``produced`` sorted, ``newest_end`` the running maximum of the window ends in that order."""
+    n = np.searchsorted(produced, at, side="left")
+    if not len(produced):
+        return np.full(len(at), np.nan)
+    return np.where(n > 0, at - newest_end[np.maximum(n - 1, 0)], np.nan)
+
+
+def accounting_stats(
+    samples: pd.DataFrame, windows: pd.DataFrame, *, stw_s: float, from_s: float
+) -> dict[str, Any]:
+    """What the samples from ``from_s`` on are made of (means across queries of per-query means).
+
+    ``eq4_recomputed_mean`` and ``eq4_match_share`` (share of samples where the coordinator's
+    value equals the recomputation within 1e-9); ``themis_rule_mean``; ``lag_mean_s`` and
+    ``lag_change_mean_s``, and ``lag_prediction`` = ``1 - lag_change_mean_s / STW``; from the
+    windows whose results the sampled STWs hold: ``eq1_max_rel_err`` (largest relative gap
+    between a window's SIC and its exact share, windows that lost no tuple) and
+    ``windows_shed`` (windows with fewer input rows than the feed sent).
+
+    >>> win = pd.DataFrame({"query": ["q"] * 2, "t": [0.0, 1.0], "end": [1.0, 2.0],
+    ...                     "produced": [1.5, 2.5], "sic": [0.5, 0.5], "n_in": [2, 2],
+    ...                     "arrived": [2.0, 2.0], "share": [0.5, 0.5]})
+    >>> smp = pd.DataFrame({"t": [3.0], "query": ["q"], "sic": [1.0], "eq4_recomputed": [1.0],
+    ...                     "themis_rule": [0.5], "lag_s": [1.0], "lag_change_s": [0.0]})
+    >>> a = accounting_stats(smp, win, stw_s=2.0, from_s=2.0)
+    >>> a["eq4_match_share"], a["themis_rule_mean"], a["lag_prediction"], a["eq1_max_rel_err"]
+    (1.0, 0.5, 1.0, 0.0)
+    """
+    late = samples[samples["t"] >= from_s]
+    nan = math.nan
+
+    def across(column: str) -> float:
+        per_q = per_query_mean(late, column, from_s=from_s).to_numpy(dtype=np.float64)
+        return round(float(np.nanmean(per_q)), 12) if np.isfinite(per_q).any() else nan
+
+    change = across("lag_change_s")
+    match = (late["sic"] - late["eq4_recomputed"]).abs() <= 1e-9
+    held = windows[windows["produced"] >= from_s - stw_s]
+    full = held[held["n_in"] >= held["arrived"]]
+    err = (full["sic"] / full["share"] - 1).abs()
+    return {
+        "eq4_recomputed_mean": across("eq4_recomputed"),
+        "eq4_match_share": float(match.mean()) if len(late) else nan,
+        "themis_rule_mean": across("themis_rule"),
+        "lag_mean_s": across("lag_s"),
+        "lag_change_mean_s": change,
+        "lag_prediction": 1 - change / stw_s if math.isfinite(change) else nan,
+        "eq1_max_rel_err": float(err.max()) if err.notna().any() else nan,
+        "windows_shed": int((held["n_in"] < held["arrived"]).sum()),
+    }
+
+
+def query_feeds(node: NodeConfig, rate_scale: float = 1.0) -> dict[str, Feed]:
+    """The feed of every query of ``node``, built as the node builds them (same seeds).
+
+    >>> feeds = query_feeds(node_config(make_config(quick=True), make_config(quick=True).runs[0]))
+    >>> len(feeds), feeds["top5/0"].count(1.0).tolist()[:3]
+    (10, [20, 20, 20])
+    """
+    from spillway.feeds import make_feed
+    from spillway.spark.node import feed_seed
+
+    return {
+        q.name: make_feed(
+            q.feed,
+            n_sources=q.n_sources,
+            rate=q.rate * rate_scale,
+            profile=q.profile,
+            profile_options=dict(q.profile_options),
+            seed=feed_seed(node.seed, i),
+            **dict(q.feed_options),
+        )
+        for i, q in enumerate(node.queries)
+    }
+
+
 # ------------------------------------------------------------------------------ the Spark part
 
 
 def run_stws(config: StwValidationConfig, spark: Any = None) -> dict[str, Any]:
-    """Run every STW setting on Spark; returns the per-STW stats and all ticks."""
+    """Run every STW setting on Spark; the per-STW stats, all ticks (with
+    :data:`SAMPLE_COLUMNS`) and all result windows (:func:`window_table`, with ``stw_s``)."""
     from spillway.policies import make_policy
 
     spark = spark if spark is not None else experiment_spark(config.master)
-    stats, ticks = [], []
-    for r in config.runs:
+    warm = [StwRun(stw_s=config.runs[0].stw_s, duration_s=1.0)] if config.warm_session else []
+    stats, ticks, windows = [], [], []
+    for r in [*warm, *config.runs]:
         node = node_config(config, r)
         rate = sum(q.rate * q.n_sources for q in node.queries)
         factor = config.capacity_factor
@@ -219,15 +460,37 @@ def run_stws(config: StwValidationConfig, spark: Any = None) -> dict[str, Any]:
             policy=make_policy("balance-sic", seed=config.seed),
             capacity_tuples_per_s=None if factor is None else factor * rate,
         )
-        s = stw_stats(lr.ticks, stw_s=r.stw_s, warmup_s=config.warmup_s, ready_s=lr.ready_s)
+        if r in warm:
+            continue  # only there to start Spark's Python workers
+        window_s = node.queries[0].window_s
+        win = window_table(
+            lr.results,
+            epoch_s=lr.epoch_s,
+            window_s=window_s,
+            stw_s=r.stw_s,
+            feeds=query_feeds(node, lr.rate_scale),
+        )
+        smp = stw_samples(lr.ticks, win, stw_s=r.stw_s)
+        settled = settled_time(smp, lr.ready_s)
+        s = stw_stats(smp, stw_s=r.stw_s, warmup_s=config.warmup_s, ready_s=settled)
+        s.update(accounting_stats(smp, win, stw_s=r.stw_s, from_s=s["from_s"]))
         s["ready_s"] = lr.ready_s
+        s["settled_s"] = settled
+        s["window_s"] = window_s
         s["duration_s"] = r.duration_s
+        s["sampled_span_s"] = float(smp["t"].max() - s["from_s"]) if len(smp) else math.nan
         s["attempts"] = lr.attempts
+        s["load_1m"] = os.getloadavg()[0]
         s["capacity_tuples_per_s"] = float(lr.ticks["capacity_tuples_per_s"].median())
         s["input_rate"] = rate
         stats.append(s)
-        ticks.append(lr.ticks.assign(stw_s=r.stw_s))
-    return {"stw": stats, "ticks": pd.concat(ticks, ignore_index=True)}
+        ticks.append(smp.assign(stw_s=r.stw_s))
+        windows.append(win.assign(stw_s=r.stw_s))
+    return {
+        "stw": stats,
+        "ticks": pd.concat(ticks, ignore_index=True),
+        "windows": pd.concat(windows, ignore_index=True),
+    }
 
 
 # ------------------------------------------------------------------------------ outputs
@@ -236,7 +499,8 @@ def run_stws(config: StwValidationConfig, spark: Any = None) -> dict[str, Any]:
 def write_outputs(
     out_dir: Path | str, measured: Mapping[str, Any], config: StwValidationConfig
 ) -> dict[str, Any]:
-    """Write summary.json, stw.csv, ticks.csv, points.csv, the plot and report.md."""
+    """Write summary.json, stw.csv, ticks.csv, points.csv, windows.csv (when measured has
+    ``windows``), the plots and report.md."""
     out = Path(out_dir)
     stw = list(measured["stw"])
     summary = {
@@ -250,6 +514,8 @@ def write_outputs(
     write_csv(out / "stw.csv", stw)
     ticks: pd.DataFrame = measured["ticks"]
     write_csv(out / "ticks.csv", ticks.to_dict("records"))
+    if measured.get("windows") is not None:
+        write_csv(out / "windows.csv", measured["windows"].to_dict("records"))
     start = {float(s["stw_s"]): float(s["from_s"]) for s in stw}
     per_q = [
         {"stw_s": s, "query": q, "sic": v}
@@ -257,10 +523,13 @@ def write_outputs(
         for q, v in per_query_mean(g, "sic", from_s=start[float(s)]).items()
     ]
     write_csv(out / "points.csv", per_q)
-    series = {}
+    series, lags = {}, {}
     for s, g in ticks.groupby("stw_s", sort=True):
         m = g.groupby("t")["sic"].mean()
         series[f"STW {s:g} s (mean over queries)"] = (m.index.tolist(), m.tolist())
+        if "lag_s" in g and g["lag_s"].notna().any():
+            lag = g.groupby("t")["lag_s"].mean().dropna()
+            lags[f"STW {s:g} s run"] = (lag.index.tolist(), lag.tolist())
     line_plot(
         out / "stw_sic_over_time.png",
         series,
@@ -283,22 +552,40 @@ def write_outputs(
             f"allowed {MEAN_RANGE[1]}": MEAN_RANGE[1],
         },
     )
+    if lags:
+        line_plot(
+            out / "stw_result_lag.png",
+            lags,
+            title="Result lag: feed time minus the end of the newest window with a result",
+            xlabel="feed time (s)",
+            ylabel="result lag A(t) (s)",
+        )
     write_report(out, "STW validation: SIC of underloaded TOP-5 queries (THEMIS §7)",
-                 _report_sections(summary, config))  # fmt: skip
+                 _report_sections(summary, config, lag_plot=bool(lags)))  # fmt: skip
     return summary
 
 
-def _report_sections(summary: Mapping[str, Any], config: StwValidationConfig) -> list:
+def _f(x: Any, fmt: str) -> str:
+    return "n/a" if x is None or not math.isfinite(float(x)) else format(float(x), fmt)
+
+
+def _report_sections(
+    summary: Mapping[str, Any], config: StwValidationConfig, *, lag_plot: bool = False
+) -> list:
+    stw = list(summary["stw"])
     rows = []
-    for s in summary["stw"]:
+    for s in stw:
         paper = PAPER.get(s["stw_s"])
         rows.append(
             {
                 "STW (s)": s["stw_s"],
                 "paper mean ± std": "n/a" if paper is None else f"{paper[0]:.4f} ± {paper[1]:.4f}",
-                "measured mean ± std": f"{s['sic_mean']:.4f} ± {s['sic_std']:.4f}",
+                "measured Eq. 4 mean ± std": f"{s['sic_mean']:.4f} ± {s['sic_std']:.4f}",
+                "Eq. 4 from the results": _f(s.get("eq4_recomputed_mean"), ".4f"),
+                "1 - lag change / STW": _f(s.get("lag_prediction"), ".4f"),
+                "THEMIS STW rule, same results": _f(s.get("themis_rule_mean"), ".4f"),
+                "mean result lag (s)": _f(s.get("lag_mean_s"), ".2f"),
                 "kept share": s["kept_fraction"],
-                "run (s)": s["duration_s"],
                 "samples per query": s["samples_per_query"],
             }
         )
@@ -314,64 +601,188 @@ def _report_sections(summary: Mapping[str, Any], config: StwValidationConfig) ->
         f"source, {config.queries * 20 * config.rate:,.0f} tuples/s in all), BALANCE-SIC "
         + (
             f"against a capacity fixed at {config.capacity_factor:g}x the input (underloaded "
-            "by construction: nothing is shed)"
+            "by construction: nothing is shed once the node runs)"
             if config.capacity_factor is not None
             else "against the measured capacity"
         )
         + f", trigger {config.trigger_s:g} s, seed "
-        f"{config.seed}. Each query's SIC over the STW (Eq. 4) is sampled every second and "
-        f"averaged over the samples whose whole STW lies after the node was warm (from "
-        f"`ready_s` + max({config.warmup_s:g} s, STW) on: `from_s`); mean ± std are across "
-        "queries.\n\n"
+        f"{config.seed}. Each query's SIC over the STW (Eq. 4, the query coordinator's sum of "
+        "the SIC of the results produced in `[t - STW, t)`) is sampled every second and "
+        f"averaged over the samples whose whole STW lies after the node settled (from "
+        f"`settled_s` + max({config.warmup_s:g} s, STW) on: `from_s`; `ready_s`: every plan "
+        "past its first micro-batches; `settled_s`: the first tick from then on whose result "
+        "lag is at most the run's median lag, i.e. the start-up backlog worked off)"
+        + (
+            " after a throwaway node had started Spark's Python workers"
+            if config.warm_session
+            else ""
+        )
+        + "; mean ± std are across queries. Every sample is then accounted for from the "
+        "run's result table (columns of `ticks.csv`; one row per result window in "
+        "`windows.csv`).\n\n"
         + markdown_table(
-            list(summary["stw"]),
+            stw,
             [
-                "stw_s",
-                "duration_s",
-                "input_rate",
-                "capacity_tuples_per_s",
-                "kept_fraction",
-                "samples_per_query",
-                "sample_std_over_time",
+                c
+                for c in (
+                    "stw_s",
+                    "duration_s",
+                    "ready_s",
+                    "settled_s",
+                    "from_s",
+                    "sampled_span_s",
+                    "input_rate",
+                    "capacity_tuples_per_s",
+                    "kept_fraction",
+                    "samples_per_query",
+                    "sample_std_over_time",
+                    "lag_mean_s",
+                    "lag_change_mean_s",
+                    "load_1m",
+                )
+                if c in stw[0]
             ],
         )  # fmt: skip
     )
+    figures = "![SIC over time](stw_sic_over_time.png)\n\n![mean SIC](stw_mean_sic.png)"
+    if lag_plot:
+        figures += "\n\n![result lag](stw_result_lag.png)"
+    return [
+        ("Setup", setup),
+        ("Paper vs measured", markdown_table(rows) + "\n\n" + verdict),
+        ("Where the measured values come from", _accounting_text(stw, c)),
+        ("Figures", figures),
+        ("How this run differs from the paper", _differences(config)),
+    ]
+
+
+def _accounting_text(stw: Sequence[Mapping[str, Any]], c: Mapping[str, Any]) -> str:
+    """The measured accounting in words (only the parts the stats hold)."""
+    by_len = sorted(stw, key=lambda s: s["stw_s"])
+    if not all("lag_change_mean_s" in s for s in by_len):
+        return "The run's result table was not analysed (no accounting columns)."
+    lines = []
+    eq1 = [s.get("eq1_max_rel_err") for s in by_len]
+    shed = sum(int(s.get("windows_shed", 0)) for s in by_len)
+    lines.append(
+        "- **Eq. 1 (source SIC)**: every result window whose tuples all arrived carries exactly "
+        "its share of the STW's source tuples computed from the feed's own counts (largest "
+        f"relative gap {max((e for e in eq1 if e is not None), default=math.nan):.1e}); "
+        f"windows in the sampled STWs that lost tuples: {shed}. So, nothing shed, each 1 s "
+        "window carries 1/STW and Eq. 4 counts result windows."
+    )
+    match = ", ".join(f"{_f(s.get('eq4_match_share'), '.1%')} ({s['stw_s']:g} s)" for s in by_len)
+    lines.append(
+        "- **Eq. 4 (query coordinator)**: the coordinator's samples equal the SIC of the results "
+        f"produced in `[t - STW, t)` recomputed from the result table in {match} of the "
+        "samples (a mismatch is a result produced at one end of the STW within the "
+        "milliseconds between the snapshot's clock reading, which Eq. 4 uses, and its feed "
+        "time `t`: one window, 1/STW, either way)."
+    )
+    parts = "; ".join(
+        f"{s['stw_s']:g} s: lag change {s['lag_change_mean_s']:+.2f} s, predicted "
+        f"{_f(s.get('lag_prediction'), '.4f')}, measured {s['sic_mean']:.4f}"
+        for s in by_len
+    )
+    lines.append(
+        "- **Why not exactly 1**: with every window carrying 1/STW, the number of windows "
+        "whose results are produced in `[t - STW, t)` is `(STW - (A(t) - A(t - STW)))/1 s`, "
+        "where `A(t)` is the result lag (`t` minus the end of the newest window with a "
+        "result). So Eq. 4 = `1 - (A(t) - A(t - STW)) / STW`: a steady end-to-end latency "
+        "cancels (the oldest results in the STW stand for the newest tuples not yet "
+        "processed), and only a *change* of the lag across the STW moves the value. Averaged "
+        "over the samples this is the lag at the end of the sampled period against the lag "
+        "one STW earlier, divided by the sampled span when it exceeds the STW. Measured: "
+        + parts
+        + "."
+    )
+    if len(by_len) >= 2:
+        short, long_ = by_len[0], by_len[-1]
+        d_short = abs(short["sic_mean"] - 1)
+        d_long = abs(long_["sic_mean"] - 1)
+        closer = c.get("longer_stw_closer_to_1")
+        # One result window landing inside or outside one sample's STW moves that STW's mean
+        # by (window / STW) / samples: the finest difference the samples can resolve.
+        step = max(
+            float(x.get("window_s", 1.0)) / x["stw_s"] / max(int(x["samples_per_query"]), 1)
+            for x in (short, long_)
+        )
+        lines.append(
+            f"- **Longer STW closer to 1**: {'yes' if closer else 'no'} "
+            f"(|mean - 1| = {d_short:.4f} at {short['stw_s']:g} s, {d_long:.4f} at "
+            f"{long_['stw_s']:g} s; one result window in or out of one sample moves a mean by "
+            f"up to {step:.4f}, so the difference of {abs(d_short - d_long):.4f} is "
+            + ("within" if abs(d_short - d_long) <= step else "beyond")
+            + " that resolution). In this accounting neither STW is closer to 1 by "
+            "construction: both read 1 in expectation, and which one lands closer is decided "
+            "by how the result lag drifted during each run (with micro-batches of about the "
+            "trigger interval on a shared 2-core machine it can wander by seconds; when it "
+            "holds still both read exactly 1). A "
+            "longer STW divides the same drift by more, but a run of fixed length samples it "
+            "over a shorter span"
+            + (
+                f" (here {_f(long_.get('sampled_span_s'), '.0f')} s for the "
+                f"{long_['stw_s']:g} s STW: shorter than the STW itself, so its mean compares "
+                "the lag right after the warm-up with the lag at the end)"
+                if float(long_.get("sampled_span_s", math.inf)) < long_["stw_s"]
+                else ""
+            )
+            + ". The 0.97 vs 1.0086 ordering of the paper is therefore not a property this "
+            "measurement can show by construction; when it comes out, it is the lag drift."
+        )
+    rule = "; ".join(f"{s['stw_s']:g} s: {_f(s.get('themis_rule_mean'), '.4f')}" for s in by_len)
+    lag = ", ".join(f"{_f(s.get('lag_mean_s'), '.2f')} s" for s in by_len)
+    lines.append(
+        "- **The paper's mechanism**: THEMIS defines the STW so that a result belongs to it "
+        "only if its source tuples do too (§4), and the digest of the paper reads its 0.97 at "
+        "10 s as the under-count of an STW that does not amply cover the end-to-end latency "
+        "(the paper itself calls both 0.9700 and 1.0086 correct measurements of perfect "
+        "processing). Counting by that rule, the same results give about "
+        "`1 - (A + window/2) / STW`: "
+        + rule
+        + f", with mean result lags of {lag} (under this rule THEMIS's 0.9700 at 10 s means "
+        "about 0.3 s of source time not yet in results; here a result exists only once its "
+        "whole 1 s window closed, the trigger fired and a micro-batch of about a second ran). "
+        "spillway's coordinator sums results by the time they are produced (what its shedder "
+        "balances), so this under-count does not occur in its Eq. 4: the measured means "
+        "above are not the paper's 10 s deficit reproduced or refuted, and the rule's values "
+        "are what the paper's mechanism would give with Spark's lag."
+    )
+    return "\n".join(lines)
+
+
+def _differences(config: StwValidationConfig) -> str:
     notes = (
         "- THEMIS's queries have two fragments on different nodes; here each TOP-5 query runs "
         "whole on one node (the STW then only has to cover one node's processing latency).\n"
         f"- Shedding interval = one Spark trigger of {config.trigger_s:g} s (THEMIS: 250 ms); "
-        "results are produced once per micro-batch.\n"
-        "- The cluster feed is a synthetic stand-in for the PlanetLab CoTop traces.\n"
-        "- Only samples whose whole STW lies after the node was warm are used (`from_s`): "
+        "results are produced once per micro-batch, and a batch that falls behind carries "
+        "several windows.\n"
+        "- The cluster feed is a synthetic stand-in for the PlanetLab CoTop traces; its "
+        "arrivals are at a constant rate, so Eq. 1 is exact after every slide.\n"
+        "- Only samples whose whole STW lies after the node settled are used (`from_s`): "
         "before one STW has passed the query coordinator extrapolates Eq. 4 from the part "
         "seen, and an STW reaching back into the start-up sees the first windows' results "
-        "arrive late and all at once (the plot shows the 10 s STW overshooting to about 2 "
-        "then). THEMIS reports its values over 5 minutes after deployment.\n"
-        "- Eq. 4 is summed here over the time results are produced. In steady state a node "
-        "produces one 1 s window per second, so averaged over time both STWs give 1 by "
-        "construction, and the STW length shows in how much a single sample jitters "
-        "(`sample_std_over_time`: whether a window's result lands just inside or just "
-        "outside the STW moves a 10 s sum by 0.1 and a 100 s sum by 0.01). Which mean ends "
-        "up closer to 1 is then decided by sampling noise of that jitter, not by a "
-        "systematic under-count as in THEMIS (0.97 at 10 s, which the paper attributes to "
-        "the STW needing to be much longer than the end-to-end latency).\n"
-        "- One 2-core machine shared with other work."
-        + (
+        "arrive late and all at once, then the backlog worked off faster than real time "
+        "(the SIC plot overshoots then; Eq. 4 = 1 - lag change / STW with a falling lag). "
+        "THEMIS reports its values over 5 minutes after deployment.\n"
+        "- All queries of a node share one micro-batch per interval, so they read the same "
+        "Eq. 4 at every sample and the std across queries is about 0 (THEMIS's fragments ran "
+        "on separate nodes: ± 0.0064 and ± 0.0034).\n"
+        "- One 2-core machine shared with other work: the result lag, and with it the "
+        "deviation from 1, depends on that load (`load_1m`: the machine's 1-minute load "
+        "average after each run)."
+    )
+    if config.capacity_factor is not None:
+        notes += (
             "\n- The capacity is fixed above the input instead of measured: on this machine a "
             "TOP-5 micro-batch's fixed cost alone fills most of the 1 s interval, so the "
             "runtime's measured budget (headroom x interval - fixed cost) leaves nothing and "
             "sheds almost everything even at 4,000 tuples/s; that would test the cost model, "
-            "not the STW."
-            if config.capacity_factor is not None
-            else ""
+            "not the STW. A decision that covers a long start-up backlog is still held to one "
+            "interval's capacity and sheds (windows before the node was warm)."
         )
-    )
-    return [
-        ("Setup", setup),
-        ("Paper vs measured", markdown_table(rows) + "\n\n" + verdict),
-        ("Figures", "![SIC over time](stw_sic_over_time.png)\n\n![mean SIC](stw_mean_sic.png)"),
-        ("How this run differs from the paper", notes),
-    ]
+    return notes
 
 
 def run(config: StwValidationConfig, out_dir: Path | str) -> dict[str, Any]:

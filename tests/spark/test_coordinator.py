@@ -79,3 +79,91 @@ def test_errors_name_the_problem():
         coord.record(results([3], [0.0], [1.0], 1.0))
     coord.record(results([], [], [], 1.0))  # an empty batch is fine
     assert coord.counters().windows.tolist() == [0]
+
+
+def _one_window_per_second(coord, seconds, phase, sic, q=0):
+    for j in range(seconds):
+        coord.record(results([q], [float(j)], [sic], produced_at=j + phase))
+
+
+@pytest.mark.parametrize("phase", [0.1, 0.4, 0.9])
+def test_stw_between_slide_boundaries_is_a_whole_stw(phase):
+    # One result per second, each 1/10 of a 10 s STW: every STW holds exactly 10 of them,
+    # wherever "now" falls relative to the slides and the results (a ring of slide buckets
+    # read 0.9 here whenever now fell before that second's result).
+    coord = QueryCoordinator(n_queries=1, stw_s=10.0, slide_s=1.0, origin_s=-100.0)
+    _one_window_per_second(coord, 15, phase, 0.1)
+    for j in range(15, 40):
+        coord.record(results([0], [float(j)], [0.1], produced_at=j + phase))
+        for now in j + phase + np.arange(0.0625, 1.0, 0.125):
+            assert coord.query_sic(now)[0] == pytest.approx(1.0), now
+
+
+def test_a_late_boundary_question_still_sees_the_whole_stw():
+    # A shedding decision for boundary 20 asked after the result of second 20 arrived.
+    coord = QueryCoordinator(n_queries=1, stw_s=10.0, slide_s=1.0, origin_s=-100.0)
+    _one_window_per_second(coord, 21, 0.4, 0.1)  # last result at 20.4
+    assert coord.query_sic(20.0)[0] == pytest.approx(1.0)
+    assert coord.query_sic(20.5)[0] == pytest.approx(1.0)
+
+
+def test_query_sic_matches_a_brute_force_sum_on_unix_times():
+    rng = np.random.default_rng(3)
+    epoch = 1_795_657_804.0
+    coord = QueryCoordinator(n_queries=3, stw_s=2.5, slide_s=0.25, origin_s=epoch)
+    t = epoch + np.sort(rng.uniform(0, 30, 400))
+    q = rng.integers(0, 3, 400)
+    sic = rng.uniform(0, 0.02, 400)
+    for i in range(0, 400, 7):
+        part = slice(i, i + 7)
+        coord.record(
+            pd.DataFrame(
+                {
+                    "query_id": q[part],
+                    "window_start": t[part],
+                    "sic": sic[part],
+                    "n_in": 1,
+                    "latency_s": 0.5,
+                    "produced_at": t[part],
+                }
+            )  # fmt: skip
+        )
+        seen = slice(0, i + 7)
+        for now in t[min(i + 6, 399)] + rng.uniform(-2.5, 1.0, 3):
+            inside = (t[seen] >= now - 2.5) & (t[seen] < now)
+            want = np.bincount(q[seen][inside], weights=sic[seen][inside], minlength=3)
+            if now - epoch < 2.5:
+                want = want * 2.5 / (now - epoch) if now > epoch else want * 0
+            assert coord.query_sic(now) == pytest.approx(want, abs=1e-12)
+
+
+def test_young_queries_are_extrapolated_from_their_origin():
+    coord = QueryCoordinator(n_queries=2, stw_s=10.0, slide_s=1.0, origin_s=[0.0, 5.0])
+    for j in range(6):
+        q = [0, 1] if j >= 5 else [0]
+        coord.record(results(q, [float(j)] * len(q), [0.1] * len(q), produced_at=j + 0.5))
+    # query 0: 0.6 over 6 s of 10; query 1 (started at 5): only the result at 5.5 in 1 s.
+    assert coord.query_sic(6.0).tolist() == pytest.approx([1.0, 1.0])
+    assert coord.query_sic(4.0).tolist() == pytest.approx([1.0, 0.0])  # before its origin
+    assert coord.query_sic(16.0).tolist() == pytest.approx([0.0, 0.0])
+
+
+def test_rows_older_than_two_stws_behind_the_newest_are_dropped():
+    coord = QueryCoordinator(n_queries=1, stw_s=10.0, slide_s=1.0)
+    _one_window_per_second(coord, 60, 0.5, 0.1)  # newest 59.5: rows before 39.5 dropped
+    assert coord.query_sic(50.0)[0] == pytest.approx(1.0)  # one STW before the newest: whole
+    assert coord.query_sic(45.0)[0] == pytest.approx(0.6)  # reaches behind what is kept
+
+
+def test_bad_times_and_sic_are_rejected():
+    coord = QueryCoordinator(n_queries=1, stw_s=10.0)
+    with pytest.raises(ConfigError, match="produced_at must be finite"):
+        coord.record(results([0], [0.0], [0.1], produced_at=float("nan")))
+    with pytest.raises(ConfigError, match="sic must be finite and >= 0"):
+        coord.record(results([0], [0.0], [-0.1], produced_at=1.0))
+    with pytest.raises(ConfigError, match="now must be finite"):
+        coord.query_sic(float("inf"))
+    with pytest.raises(ConfigError, match=r"origin_s must be one time or one per query \(2\)"):
+        QueryCoordinator(n_queries=2, stw_s=10.0, origin_s=[0.0, 1.0, 2.0])
+    with pytest.raises(ConfigError, match="origin_s must be finite"):
+        QueryCoordinator(n_queries=1, stw_s=10.0, origin_s=float("nan"))
