@@ -8,6 +8,10 @@ Every :class:`~spillway.errors.SpillwayError` (bad config, unknown name, unreada
 every usage error becomes one line ``spillway: error: <message>`` on standard error and exit
 code 2, without a traceback. Ctrl-C stops the node, writes the report of what ran, exits 130.
 
+This module parses the command line and dispatches; the default node's queries live in
+:mod:`spillway.workloads`, the benchmarks in :mod:`spillway.bench.command`, the experiments in
+:mod:`spillway.experiments`.
+
 Examples
 --------
 >>> cfg = default_node_config(seed=7)
@@ -33,23 +37,24 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from spillway import __version__
-from spillway.config import NodeConfig, QuerySpec, load_config
+from spillway.bench.command import BENCHMARKS, run_benchmarks
+from spillway.bench.command import EPILOG as BENCH_EPILOG
+from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, SpillwayError, UnknownNameError
 from spillway.live import LiveWriter
 from spillway.status import IntervalRecord, NodeSnapshot
+from spillway.workloads import (
+    DEFAULT_MASTER,
+    DEFAULT_OVERLOAD,
+    DEFAULT_POLICY,
+    WORKLOADS,
+    default_node_config,
+)
 
 #: Exit codes: 0 success, 2 usage or input error, 130 interrupted (Ctrl-C).
 EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
 
-DEFAULT_POLICY = "balance-sic"
 DEFAULT_DURATION_S = 120.0
-DEFAULT_OVERLOAD = 3.0
-DEFAULT_MASTER = "local[2]"
-#: Trigger (= shedding) interval of the default node. The node runs one Spark plan for all its
-#: queries, and on ``local[2]`` that plan's fixed cost per micro-batch (six query kinds over 15
-#: queries: about a second, more when other work shares the cores) would leave a 1 s interval
-#: almost no budget for tuples. With 2 s the latency bound is 3 · 2 + 1 = 7 s.
-DEFAULT_TRIGGER_S = 2.0
 #: Spark's log level during ``spillway run``: warnings would garble the live view.
 RUN_LOG_LEVEL = "ERROR"
 TICK_S = 1.0
@@ -90,97 +95,6 @@ def spark_node(config: NodeConfig) -> RunnableNode:
     return node
 
 
-# --------------------------------------------------------------------------- default workload
-#: Synthetic feeds of THEMIS §7 (mean 50) that the single-source aggregates read.
-SYNTHETIC_FEEDS = ("gaussian", "uniform", "exponential", "mixed")
-
-#: The built-in workloads of ``spillway run`` (without ``--config``).
-WORKLOADS = ("themis", "grouped")
-
-#: Policies whose default workload is ``grouped`` (they admit per group: CoD).
-GROUPED_POLICIES = ("cod",)
-
-
-def default_workload(policy: str | None) -> str:
-    """The workload ``spillway run`` picks when none is asked: ``grouped`` for a policy that
-    sheds per group (CoD), else the THEMIS mix.
-
-    >>> default_workload("cod"), default_workload("balance-sic"), default_workload(None)
-    ('grouped', 'themis', 'themis')
-    """
-    return "grouped" if policy in GROUPED_POLICIES else "themis"
-
-
-def _themis_queries() -> list[QuerySpec]:
-    queries = [
-        QuerySpec(name=f"{kind}-{feed}", kind=kind, feed=feed, rate=400.0)
-        for kind in ("avg", "max", "count")
-        for feed in SYNTHETIC_FEEDS
-    ]
-    return queries + [
-        QuerySpec(name="avg_all-cluster", kind="avg_all", feed="cluster", rate=400.0),
-        QuerySpec(name="top5-cluster", kind="top5", feed="cluster", rate=20.0),
-        QuerySpec(name="cov-cluster", kind="cov", feed="cluster", rate=400.0),
-    ]
-
-
-def _grouped_queries() -> list[QuerySpec]:
-    from spillway.experiments.cod_latency import WORKLOADS as GROUPED
-
-    return [
-        QuerySpec(name=f"group_avg-{name}", kind="group_avg", feed=feed, feed_options=options,
-                  sources=2, rate=rate, window_s=DEFAULT_TRIGGER_S)
-        for (name, (feed, options, _)), rate in zip(GROUPED.items(), (2000.0, 1000.0),
-                                                     strict=True)
-    ]  # fmt: skip
-
-
-def default_node_config(
-    *,
-    policy: str = DEFAULT_POLICY,
-    seed: int = 0,
-    overload: float | None = DEFAULT_OVERLOAD,
-    master: str = DEFAULT_MASTER,
-    workload: str | None = None,
-) -> NodeConfig:
-    """The node ``spillway run`` hosts without ``--config``.
-
-    ``workload="themis"``: the THEMIS query mix (§7, Table 1): AVG, MAX and COUNT over each
-    synthetic feed (gaussian, uniform, exponential, mixed; one source at 400 tuples/s each)
-    and, over the data-centre ``cluster`` feed, AVG-all (10 sources at 400 t/s), TOP-5 (20
-    sources at 20 t/s, as THEMIS Fig. 7) and COV (2 sources at 400 t/s).
-    ``workload="grouped"``: CoD's grouped aggregates: the mean fare per route of the ``taxi``
-    feed (2 sources at 2,000 t/s) and the mean CPU request per task class of the ``tasks``
-    feed (2 sources at 1,000 t/s), with drifting group popularity (CoD §VII), over tumbling
-    windows of one trigger interval, so each shedding decision sees exactly one window's
-    group frequencies (CoD's concept).
-    Default (None): :func:`default_workload` of the policy. Both run on a
-    :data:`DEFAULT_TRIGGER_S` trigger; with ``overload`` set the node first measures its
-    capacity, then scales every rate so the total arrival rate is ``overload`` times it.
-
-    >>> [q.name for q in default_node_config().queries][-3:]
-    ['avg_all-cluster', 'top5-cluster', 'cov-cluster']
-    >>> [q.kind for q in default_node_config(policy="cod").queries]
-    ['group_avg', 'group_avg']
-    >>> default_node_config(workload="tpch")
-    Traceback (most recent call last):
-    ...
-    spillway.errors.UnknownNameError: workload must be one of themis, grouped; got 'tpch'
-    """
-    workload = default_workload(policy) if workload is None else workload
-    if workload not in WORKLOADS:
-        raise UnknownNameError(f"workload must be one of {', '.join(WORKLOADS)}; got {workload!r}")
-    queries = _themis_queries() if workload == "themis" else _grouped_queries()
-    return NodeConfig(
-        queries=tuple(queries),
-        policy=policy,
-        seed=seed,
-        overload=overload,
-        master=master,
-        trigger_s=DEFAULT_TRIGGER_S,
-    )
-
-
 # --------------------------------------------------------------------------- registries
 def _registry(module: str, attr: str) -> Mapping[str, Any] | None:
     """A name registry (``POLICIES``, ``EXPERIMENTS``), or None when it is not installed."""
@@ -202,7 +116,13 @@ def check_policy(name: str) -> None:
 
 # --------------------------------------------------------------------------- argument parsing
 class _Parser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one-line :class:`UsageError` s (exit 2 in main)."""
+    """An ArgumentParser whose errors are one-line :class:`UsageError` s (exit 2 in main) and
+    whose descriptions and epilogs keep their line breaks. Subcommand parsers are of this class
+    too (``add_subparsers`` makes them of the parent parser's class)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> Any:  # argparse calls this for every usage error
         raise UsageError(f"{message} (see '{self.prog} --help')")
@@ -285,26 +205,12 @@ def _experiment_epilog() -> str:
     )
 
 
-def _bench_epilog() -> str:
-    return (
-        "examples:\n"
-        "  spillway bench --quick --out runs/bench\n"
-        "  spillway bench --only decision\n\n"
-        "benchmarks:\n"
-        "  decision  median time of one shedding decision of every registered policy, by\n"
-        "            backlog size (spillway.bench.decision; THEMIS §7.6)\n"
-        "Writes summary.json, one CSV per benchmark and report.md; prints the report path."
-    )
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``spillway`` argument parser (policy choices come from ``POLICIES``)."""
-    fmt = argparse.RawDescriptionHelpFormatter
     parser = _Parser(
         prog="spillway",
         description="Quality-aware load shedding (SIC) for Spark Structured Streaming.",
         epilog=_MAIN_EPILOG,
-        formatter_class=fmt,
     )
     parser.add_argument("--version", action="version", version=f"spillway {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
@@ -315,7 +221,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="run a node under overload with a live view, then write its report",
         description="Run a spillway node on Spark under overload, show it live, write a report.",
         epilog=_RUN_EPILOG,
-        formatter_class=fmt,
     )
     run.add_argument(
         "--policy",
@@ -367,7 +272,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="reproduce one of the papers' experiments",
         description="Run a registered experiment and write its report folder.",
         epilog=_experiment_epilog(),
-        formatter_class=fmt,
     )
     exp.add_argument("name", metavar="NAME", help="experiment name (listed below)")
     exp.add_argument("--quick", action="store_true", help="a shortened run for a first look")
@@ -380,8 +284,7 @@ def build_parser() -> argparse.ArgumentParser:
         "bench",
         help="measure the shedder's overheads",
         description="Benchmark spillway's decision path and write a report folder.",
-        epilog=_bench_epilog(),
-        formatter_class=fmt,
+        epilog=BENCH_EPILOG,
     )
     bench.add_argument("--quick", action="store_true", help="fewer sizes and repeats")
     bench.add_argument("--seed", type=_seed, default=0, help="seed (default 0)")
@@ -533,130 +436,11 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
 
 # --------------------------------------------------------------------------- bench
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class BenchResult:
-    """What one benchmark hands back to ``spillway bench``.
-
-    ``summary`` goes under the benchmark's name in summary.json, ``rows`` into ``<name>.csv``,
-    ``markdown`` (which may embed PNGs the benchmark wrote into the folder) into report.md.
-    """
-
-    summary: Mapping[str, Any]
-    rows: Sequence[Mapping[str, Any]]
-    markdown: str
-
-
-#: Backlog shapes (queries, sources per query) timed by the decision benchmark.
-DECISION_SIZES = ((10, 20), (100, 20), (1000, 20))
-DECISION_SIZES_QUICK = ((10, 20), (100, 20))
-
-
-def bench_decision(out: Path, *, quick: bool, seed: int) -> BenchResult:
-    """Median time of one shedding decision of every registered policy, by backlog size.
-
-    Calls :func:`spillway.bench.decision.measure_decision_ms` (THEMIS §7.6 compares the fair
-    and the random shedder the same way) and plots milliseconds against lanes per policy.
-    """
-    from spillway.bench.decision import measure_decision_ms
-    from spillway.policies import POLICIES
-    from spillway.reporting import line_plot, markdown_table
-
-    measured = measure_decision_ms(
-        policies=sorted(POLICIES),
-        sizes=DECISION_SIZES_QUICK if quick else DECISION_SIZES,
-        repeats=7 if quick else 21,
-        seed=seed,
-    )
-    rows = [
-        {
-            **{k: r[k] for k in ("queries", "sources", "lanes", "tuples", "capacity")},
-            **{f"ms_{p}": ms for p, ms in r["median_ms"].items()},
-            "fair_over_random": r["fair_over_random"],
-        }
-        for r in measured["results"]
-    ]
-    lanes = [float(r["lanes"]) for r in measured["results"]]
-    plot = line_plot(
-        out / "decision.png",
-        {
-            p: (lanes, [r["median_ms"][p] for r in measured["results"]])
-            for p in measured["policies"]
-        },
-        title="Time of one shedding decision (median)",
-        xlabel="lanes in the backlog (queries x sources)",
-        ylabel="ms per decision",
-    )
-    text = (
-        f"Median of {measured['repeats']} timed `decide` calls per policy and backlog (capacity "
-        f"a third of the backlog, seed {seed}); `fair_over_random` is balance-sic over random "
-        f"(THEMIS §7.6 reports +11%).\n\n{markdown_table(rows)}\n\n![decision time]({plot.name})"
-    )
-    return BenchResult(summary=measured, rows=rows, markdown=text)
-
-
-#: The benchmarks ``spillway bench`` runs, in this order: name -> function called as
-#: ``fn(out_dir, quick=bool, seed=int) -> BenchResult``. Extension point: the Spark
-#: benchmarks (source throughput, latency under overload) register here the same way.
-def bench_spark(out: Path, *, quick: bool, seed: int) -> BenchResult:
-    """The Spark benchmarks: source rows/s vs Spark's ``rate`` source, and p95 latency and
-    utilisation at 3x overload with balance-sic vs no shedding (:mod:`spillway.bench.spark_bench`).
-    """
-    from spillway.bench.spark_bench import figure_rows, report_markdown
-    from spillway.bench.spark_bench import run as run_spark_bench
-
-    summary = run_spark_bench(quick, out, seed)
-    return BenchResult(
-        summary=summary, rows=figure_rows(summary), markdown=report_markdown(summary)
-    )
-
-
-def headline_keys(done: Mapping[str, BenchResult]) -> dict[str, Any]:
-    """The figures issue 3 names, lifted to the top level of ``summary.json``.
-
-    ``decision_ms`` maps ``"<queries>x<sources>"`` to the median ms per policy;
-    ``fair_over_random`` maps the same keys to balance-sic / random.
-    """
-    from spillway.bench.spark_bench import SUMMARY_KEYS
-
-    top: dict[str, Any] = {}
-    if "decision" in done:
-        results = done["decision"].summary["results"]
-        size = [f"{r['queries']}x{r['sources']}" for r in results]
-        top["decision_ms"] = {k: r["median_ms"] for k, r in zip(size, results, strict=True)}
-        top["fair_over_random"] = {
-            k: r["fair_over_random"] for k, r in zip(size, results, strict=True)
-        }
-    if "spark" in done:
-        top.update({k: done["spark"].summary.get(k) for k in SUMMARY_KEYS})
-    return top
-
-
-BENCHMARKS: dict[str, Callable[..., BenchResult]] = {
-    "decision": bench_decision,
-    "spark": bench_spark,
-}
-
-
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``spillway bench``: run the selected benchmarks, write their tables and a report."""
-    from spillway.reporting import write_csv, write_report, write_summary
-
+    """``spillway bench``: run the selected benchmarks into the report folder and print the
+    report's path (:func:`spillway.bench.command.run_benchmarks` does the work)."""
     out = _out_dir(args.out, f"bench-{_utc_stamp()}")
-    names = list(dict.fromkeys(args.only or BENCHMARKS))
-    done = {n: BENCHMARKS[n](out, quick=args.quick, seed=args.seed) for n in names}
-    for n, res in done.items():
-        write_csv(out / f"{n}.csv", res.rows)
-    write_summary(
-        out,
-        {
-            "quick": args.quick,
-            "seed": args.seed,
-            "benchmarks": {n: res.summary for n, res in done.items()},
-            **headline_keys(done),
-        },
-    )
-    sections = [(n, f"Table: `{n}.csv`.\n\n{res.markdown}") for n, res in done.items()]
-    print(write_report(out, "spillway benchmarks" + " (quick)" * args.quick, sections))
+    print(run_benchmarks(out, names=args.only, quick=args.quick, seed=args.seed))
     return EXIT_OK
 
 

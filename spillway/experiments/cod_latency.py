@@ -373,7 +373,7 @@ def write_outputs(
 ) -> dict[str, Any]:
     """Write summary.json, runs.csv, the plots and report.md; returns the summary."""
     out = Path(out_dir)
-    summary = {
+    summary: dict[str, Any] = {
         "experiment": "cod-latency",
         "runs": [dict(r) for r in runs],
         "ratios": ratios(runs),

@@ -422,18 +422,10 @@ def query_feeds(node: NodeConfig, rate_scale: float = 1.0) -> dict[str, Feed]:
     (10, [20, 20, 20])
     """
     from spillway.feeds import make_feed
-    from spillway.spark.node import feed_seed
+    from spillway.spark.node import feed_settings
 
     return {
-        q.name: make_feed(
-            q.feed,
-            n_sources=q.n_sources,
-            rate=q.rate * rate_scale,
-            profile=q.profile,
-            profile_options=dict(q.profile_options),
-            seed=feed_seed(node.seed, i),
-            **dict(q.feed_options),
-        )
+        q.name: make_feed(q.feed, **feed_settings(q, node.seed, i, rate_scale))
         for i, q in enumerate(node.queries)
     }
 

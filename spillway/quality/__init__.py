@@ -7,8 +7,9 @@ simulator and the tests share one implementation.
 - :mod:`~spillway.quality.sic`: source tuple SIC (THEMIS Eq. 1) and :class:`StwCounter`, the
   per-lane arrival counts over a sliding source time window (STW), re-estimated every slide.
 - :mod:`~spillway.quality.propagation`: how SIC flows through operators (THEMIS Eq. 3; DISSP
-  replication vs partitioning and empty results) and :class:`OperatorGraph`, an exact
-  reference evaluator for small query DAGs.
+  replication vs partitioning and empty results).
+- :mod:`~spillway.quality.reference`: :class:`OperatorGraph`, an exact (Fraction-based)
+  reference evaluator for small query DAGs that checks those rules end to end.
 - :mod:`~spillway.quality.query_sic`: :class:`QuerySicLedger`, every query's result SIC over
   the STW (THEMIS Eq. 4), as a query coordinator keeps it.
 - :mod:`~spillway.quality.metrics`: Jain's index, SIC spread, mean absolute relative error,
@@ -44,12 +45,7 @@ from spillway.quality.metrics import (
     topk_distance,
 )
 from spillway.quality.propagation import (
-    Batch,
-    Evaluation,
     GroupedSic,
-    Operator,
-    OperatorGraph,
-    Source,
     filter_or_map,
     group_by,
     grouped_window_sic,
@@ -67,6 +63,7 @@ from spillway.quality.propagation import (
     windows_entered,
 )
 from spillway.quality.query_sic import QuerySicLedger
+from spillway.quality.reference import Batch, Evaluation, Operator, OperatorGraph, Source
 from spillway.quality.sic import StwConfig, StwCounter, source_tuple_sic
 
 __all__ = [

@@ -15,7 +15,8 @@ Conventions
 - Bucket ``b`` holds results with time in ``[b * slide, (b + 1) * slide)``. At ``now`` the
   window is the ``n_slots`` buckets ending with the one that contains the instant just before
   ``now``; called on slide boundaries (as a shedding loop does) that is exactly
-  ``[now - STW, now)``.
+  ``[now - STW, now)``, as long as no result of the next slide has arrived yet (the two
+  windowing limits are in :class:`QuerySicLedger`'s Notes).
 - A result older than the window kept in the ring is dropped on arrival and counted in
   :attr:`QuerySicLedger.expired`.
 - No clipping: a value can slightly exceed 1 (rate changes, STW alignment; THEMIS §7 measured
@@ -86,6 +87,21 @@ class QuerySicLedger:
     ConfigError
         On a wrong config type, a negative ``n_queries`` or non-finite origins.
 
+    Notes
+    -----
+    The window is whole slides of a ring that follows the newest result, which limits it twice:
+
+    1. Asked between two slide boundaries, the window is the whole slides before the current
+       one plus the current slide's part so far: short by the rest of the current slide (the
+       missing part is at its old end).
+    2. Once a result of the next slide has arrived, the ring has already dropped its oldest
+       slide, so a boundary asked after that (a decision taken late) is short by one slide.
+
+    A query producing one result per slide then reads ``1 - slide / STW`` at such moments. The
+    Spark runtime's query coordinator (:class:`spillway.spark.coordinator.QueryCoordinator`)
+    therefore does not use this ledger for Eq. 4: it keeps the recent result rows and sums them
+    exactly over ``[now - STW, now)`` for any ``now``.
+
     Examples
     --------
     A query deployed at 0 whose results carry 1/4 of its window every 0.25 s of a 1 s STW:
@@ -94,6 +110,17 @@ class QuerySicLedger:
     >>> ledger.add([0.0], [0], [0.25])
     >>> float(ledger.window_sum(0.25)[0]), float(ledger.value(0.25)[0])
     (0.25, 1.0)
+
+    The two limits, with a 2 s STW of 1 s slides (the exact sum over ``[now - 2, now)`` is 1.0
+    at every ``now`` below):
+
+    >>> ledger = QuerySicLedger(StwConfig(stw_s=2.0, slide_s=1.0), n_queries=1)
+    >>> ledger.add([0.5, 1.5], [0, 0], [0.5, 0.5])
+    >>> ledger.window_sum(2.0).tolist(), ledger.window_sum(2.5).tolist()
+    ([1.0], [0.5])
+    >>> ledger.add([2.2], [0], [0.5])
+    >>> ledger.window_sum(2.0).tolist()
+    [0.5]
     """
 
     def __init__(self, config: StwConfig, n_queries: int, origin_s: Any = 0.0) -> None:

@@ -623,8 +623,29 @@ class NodeController:
 
         Give this to the result sink and the coordinator so logical runs are deterministic.
         """
+        return self.read_clock()[1]
+
+    def read_clock(self) -> tuple[float, float]:
+        """``(feed time, Unix seconds)`` from ONE clock reading: ``epoch + feed time`` is the
+        Unix time, where :meth:`feed_time` then :meth:`now` would read the clock twice.
+
+        With a clock that moves on every reading (as wall time does):
+
+        >>> from spillway.policies import make_policy
+        >>> from spillway.testing import ListFeed
+        >>> ticks = iter(range(100, 200))
+        >>> feed = ListFeed(times=[[0.5]], values=[[1.0]])
+        >>> plan = PlanSpec(name="avg", kind="avg", window_s=1.0,
+        ...                 queries=(PlanQuery(query_id=0, name="q", feed=feed),))
+        >>> c = NodeController(ControllerConfig(), [plan], make_policy("random", seed=0),
+        ...                    clock=lambda: float(next(ticks)), epoch_s=100.0)
+        >>> t, now = c.read_clock()
+        >>> t, now, c.feed_time(), c.now()
+        (0.0, 100.0, 1.0, 102.0)
+        """
         with self._lock:
-            return self.epoch_s + self.feed_time()
+            t = self.feed_time()
+            return t, self.epoch_s + t
 
     # ---------------------------------------------------------------------------- requests
 

@@ -116,9 +116,11 @@ class QueryCoordinator:
     ) -> None:
         if isinstance(n_queries, bool) or not isinstance(n_queries, int) or n_queries < 0:
             raise ConfigError(f"n_queries must be an int >= 0, got {n_queries!r}")
-        if slide_s is None and isinstance(stw_s, int | float) and not isinstance(stw_s, bool):
-            slide_s = stw_s / 10
-        self.config = StwConfig(stw_s=stw_s, slide_s=slide_s)  # type: ignore[arg-type]
+        if slide_s is None:
+            # A stw_s that is not a number gets no slide: StwConfig rejects it (stw_s first).
+            numeric = isinstance(stw_s, int | float) and not isinstance(stw_s, bool)
+            slide_s = stw_s / 10 if numeric else math.nan
+        self.config = StwConfig(stw_s=stw_s, slide_s=slide_s)
         origin = np.asarray(origin_s, dtype=np.float64)
         if origin.ndim > 1 or (origin.ndim == 1 and origin.shape[0] != n_queries):
             raise ConfigError(

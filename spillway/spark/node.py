@@ -187,7 +187,25 @@ def feed_seed(seed: int, query_index: int) -> int:
     return int(np.random.SeedSequence([seed, query_index]).generate_state(1)[0])
 
 
-def _feed_settings(q: QuerySpec, seed: int, index: int, scale: float) -> dict[str, Any]:
+def feed_settings(q: QuerySpec, seed: int, index: int, scale: float = 1.0) -> dict[str, Any]:
+    """The keyword arguments of ``spillway.feeds.make_feed(q.feed, ...)`` for the query at
+    ``index`` of a node seeded ``seed``: how a :class:`Node` builds its feeds, so anything that
+    needs the node's feeds outside the node gets the same tuples.
+
+    Parameters
+    ----------
+    q : the query.
+    seed : the node's seed (``NodeConfig.seed``); the feed's seed is :func:`feed_seed`.
+    index : the query's position in ``NodeConfig.queries``.
+    scale : factor applied to the query's rate per source (:attr:`Node.rate_scale`).
+
+    Examples
+    --------
+    >>> from spillway.config import QuerySpec
+    >>> s = feed_settings(QuerySpec(name="a", kind="avg", feed="gaussian", rate=100.0), 0, 1, 2.0)
+    >>> s["rate"], s["seed"] == feed_seed(0, 1)
+    (200.0, True)
+    """
     return dict(
         n_sources=q.n_sources,
         rate=q.rate * scale,
@@ -354,7 +372,7 @@ class Node:
             queries = []
             for i in layout.query_ids:
                 q = cfg.queries[i]
-                settings = _feed_settings(q, cfg.seed, i, self._scale)
+                settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
                 spec = FeedSpec.registered(q.feed, **settings)
                 queries.append(
@@ -695,7 +713,8 @@ class Node:
         """The node now: per query rate, kept share, result SIC, p95 latency vs target."""
         c = self.controller
         cfg = self.config
-        now = c.now()
+        # One clock reading: the snapshot's feed time and the coordinator's Eq. 4 window end.
+        t, now = c.read_clock()
         view = c.stw_view()
         window = float(view["window_s"]) or cfg.trigger_s
         sic = (
@@ -727,7 +746,6 @@ class Node:
                 )
             )
         hist = c.history()
-        t = c.feed_time()
         cap, processed = _recent_rates(hist, cfg.stw_s, cfg.trigger_s)
         return NodeSnapshot(
             t=t,
@@ -776,9 +794,9 @@ class _EpochCoordinator:
     """A :class:`QueryCoordinator` made on first use, with the controller's epoch as origin.
 
     The wall-clock epoch is fixed when the first streaming query asks for an offset (the feed
-    starts when Spark is ready); the coordinator's ledger extrapolates young windows from that
-    origin (:class:`~spillway.quality.QuerySicLedger`), so it is created once the epoch is known
-    (the first result or the first decision, both after the first request).
+    starts when Spark is ready); the coordinator extrapolates Eq. 4 for queries younger than one
+    STW from that origin (:meth:`QueryCoordinator.query_sic`), so it is created once the epoch is
+    known (the first result or the first decision, both after the first request).
     """
 
     def __init__(self, n_queries: int, stw_s: float, slide_s: float) -> None:

@@ -12,9 +12,12 @@ from types import SimpleNamespace
 import pytest
 
 import spillway.experiments
-from spillway.cli import DECISION_SIZES_QUICK, default_node_config, main
+from spillway.bench.command import DECISION_SIZES_QUICK, run_benchmarks
+from spillway.cli import main
 from spillway.config import NodeConfig
+from spillway.errors import UnknownNameError
 from spillway.policies import POLICIES
+from spillway.workloads import default_node_config
 
 
 def _one_error_line(err: str) -> str:
@@ -303,3 +306,9 @@ def test_bench_times_every_policy_and_writes_a_report(
     md = (out / "report.md").read_text()
     assert "## decision" in md and "](decision.png)" in md
     assert (out / "decision.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_unknown_benchmark_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    with pytest.raises(UnknownNameError, match=r"unknown benchmark 'nope'; known: decision, spark"):
+        run_benchmarks(tmp_path, names=["decision", "nope"], quick=True, seed=0)
+    assert list(tmp_path.iterdir()) == []

@@ -83,11 +83,11 @@ def _mix_rows(until_s=2.0, keep=0.6):
     of a GROUP-AVG query on a small taxi feed (about 40 routes)."""
     from spillway.cli import default_node_config
     from spillway.feeds import make_feed
-    from spillway.spark.node import _feed_settings
+    from spillway.spark.node import feed_settings
     from tests.spark.test_queries import feed_rows
 
     cfg = default_node_config(overload=None)
-    feeds = [make_feed(q.feed, **_feed_settings(q, 4, i, 0.1)) for i, q in enumerate(cfg.queries)]
+    feeds = [make_feed(q.feed, **feed_settings(q, 4, i, 0.1)) for i, q in enumerate(cfg.queries)]
     kinds: dict[str, list[int]] = {}
     for i, q in enumerate(cfg.queries):
         kinds.setdefault(q.kind, []).append(i)
