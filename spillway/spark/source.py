@@ -22,7 +22,7 @@ How a micro-batch is made (DESIGN §3)
 ``read(partition)``
     runs on executors and never calls the controller: it rebuilds the feeds from their specs
     (cached per worker process), picks WHICH ``k`` of a lane's ``n`` tuples to keep
-    (:func:`select_kept`) and generates the rows with numpy into one ``pyarrow.RecordBatch``
+    (:func:`select_kept`) and generates the rows with numpy into ``pyarrow.RecordBatch`` chunks
     (no per-row Python).
 
 Which tuples are kept
@@ -834,8 +834,78 @@ def plan_batch_partitions(
 # Reading rows
 
 
+#: Most rows in one Arrow batch handed to Spark. A calibration or catch-up micro-batch can hold
+#: millions of rows; generated and sent whole, one partition's batch needed an 834 MB buffer and
+#: exhausted the JVM's direct memory (1 GiB). Chunks bound the memory of the hand-off.
+MAX_BATCH_ROWS = 1 << 18
+
+
+def read_batches(
+    partition: SpillwayPartition, max_rows: int = MAX_BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """Generate the partition's rows (numpy, vectorised) as Arrow batches of :data:`SCHEMA`, of
+    at most ``max_rows`` rows each (the kept tuples of a lane are generated chunk by chunk).
+
+    Examples
+    --------
+    >>> from spillway.testing import ListFeed
+    >>> feed = FeedSpec.of(ListFeed(times=[[0.1, 0.2, 0.3]], values=[[1.0, 2.0, 3.0]]))
+    >>> p = SpillwayPartition(plan="avg", seed=0, epoch_us=0, feeds=(feed.dump(),),
+    ...     query_id=np.array([0], np.int32), source_id=np.array([0], np.int32),
+    ...     feed=np.array([0]), lo=np.array([0]), hi=np.array([3]), keep=np.array([3]),
+    ...     sic=np.array([0.1]))
+    >>> [b.column("value").to_pylist() for b in read_batches(p, max_rows=2)]
+    [[1.0, 2.0], [3.0]]
+    """
+    if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
+        raise ConfigError(f"max_rows must be an int >= 1, got {max_rows!r}")
+    cols: dict[str, list[np.ndarray]] = {f.name: [] for f in ARROW_SCHEMA}
+    held = 0
+    for j in range(len(partition.lo)):
+        qid, sid = int(partition.query_id[j]), int(partition.source_id[j])
+        lo, hi = int(partition.lo[j]), int(partition.hi[j])
+        key = lane_key(partition.seed, partition.plan, qid, sid)
+        feed = cached_feed(partition.feeds[int(partition.feed[j])])
+        groups = partition.groups[j] if partition.groups is not None else None
+        if groups is None:
+            kept = select_kept(lo, hi, int(partition.keep[j]), key)
+        else:
+            keys = feed.keys(sid, np.arange(lo, hi, dtype=np.int64))
+            kept = select_kept_groups(lo, hi, key, keys, groups[0], groups[1])
+        at = 0
+        while at < kept.size:
+            idx = kept[at : at + max_rows - held]
+            at += idx.size
+            payload = feed.payload(sid, idx)
+            n = idx.size
+            cols["query_id"].append(np.full(n, qid, dtype=np.int32))
+            cols["source_id"].append(np.full(n, sid, dtype=np.int32))
+            cols["key"].append(np.asarray(payload["key"], dtype=np.int64))
+            cols["value"].append(np.asarray(payload["value"], dtype=np.float64))
+            cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
+            cols["event_ts"].append(_micros(feed.event_time(sid, idx), partition.epoch_us))
+            cols["arrival_ts"].append(_micros(feed.arrival_time(sid, idx), partition.epoch_us))
+            held += n
+            if held == max_rows:
+                yield _arrow_batch(cols)
+                cols = {f.name: [] for f in ARROW_SCHEMA}
+                held = 0
+    if held:
+        yield _arrow_batch(cols)
+
+
+def _arrow_batch(cols: Mapping[str, list[np.ndarray]]) -> pa.RecordBatch:
+    arrays = []
+    for f in ARROW_SCHEMA:
+        parts = cols.get(f.name, [])
+        data = np.concatenate(parts) if parts else np.empty(0, dtype=_NP_TYPES[f.name])
+        arrays.append(pa.array(data, type=f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+
+
 def read_partition(partition: SpillwayPartition) -> pa.RecordBatch:
-    """Generate the partition's rows (numpy, vectorised) as one Arrow batch of :data:`SCHEMA`.
+    """All of the partition's rows as ONE Arrow batch (:func:`read_batches` joined; for tests
+    and measurements: Spark reads the chunks).
 
     Examples
     --------
@@ -848,35 +918,11 @@ def read_partition(partition: SpillwayPartition) -> pa.RecordBatch:
     >>> read_partition(p).column("value").to_pylist()
     [1.0, 2.0, 3.0]
     """
-    cols: dict[str, list[np.ndarray]] = {f.name: [] for f in ARROW_SCHEMA}
-    for j in range(len(partition.lo)):
-        qid, sid = int(partition.query_id[j]), int(partition.source_id[j])
-        lo, hi = int(partition.lo[j]), int(partition.hi[j])
-        key = lane_key(partition.seed, partition.plan, qid, sid)
-        feed = cached_feed(partition.feeds[int(partition.feed[j])])
-        groups = partition.groups[j] if partition.groups is not None else None
-        if groups is None:
-            idx = select_kept(lo, hi, int(partition.keep[j]), key)
-        else:
-            keys = feed.keys(sid, np.arange(lo, hi, dtype=np.int64))
-            idx = select_kept_groups(lo, hi, key, keys, groups[0], groups[1])
-        if idx.size == 0:
-            continue
-        payload = feed.payload(sid, idx)
-        n = idx.size
-        cols["query_id"].append(np.full(n, qid, dtype=np.int32))
-        cols["source_id"].append(np.full(n, sid, dtype=np.int32))
-        cols["key"].append(np.asarray(payload["key"], dtype=np.int64))
-        cols["value"].append(np.asarray(payload["value"], dtype=np.float64))
-        cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
-        cols["event_ts"].append(_micros(feed.event_time(sid, idx), partition.epoch_us))
-        cols["arrival_ts"].append(_micros(feed.arrival_time(sid, idx), partition.epoch_us))
-    arrays = []
-    for f in ARROW_SCHEMA:
-        parts = cols[f.name]
-        data = np.concatenate(parts) if parts else np.empty(0, dtype=_NP_TYPES[f.name])
-        arrays.append(pa.array(data, type=f.type))
-    return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)
+    batches = list(read_batches(partition))
+    if len(batches) == 1:
+        return batches[0]
+    table = pa.Table.from_batches(batches, schema=ARROW_SCHEMA).combine_chunks()
+    return table.to_batches()[0] if table.num_rows else _arrow_batch({})
 
 
 _NP_TYPES = {
@@ -1039,7 +1085,7 @@ class SpillwayStreamReader(DataSourceStreamReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SpillwayPartition):
             raise InputDataError(f"unexpected partition {partition!r}")
-        yield read_partition(partition)
+        yield from read_batches(partition)
 
     def commit(self, end: dict) -> None:
         o = self._link.options
@@ -1076,7 +1122,7 @@ class SpillwayBatchReader(DataSourceReader):
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, SpillwayPartition):
             raise InputDataError(f"unexpected partition {partition!r}")
-        yield read_partition(partition)
+        yield from read_batches(partition)
 
 
 class SpillwayDataSource(DataSource):

@@ -526,3 +526,33 @@ def test_streaming_run_through_the_source_sheds_exactly_what_the_offsets_say(spa
         t0_us = desc.epoch_us + b * 500_000
         assert ((got_us >= t0_us) & (got_us < t0_us + 500_000)).all()  # one whole window
         prev = end
+
+
+def test_read_hands_spark_bounded_chunks_with_the_same_rows():
+    from spillway.spark.source import read_batches
+    from spillway.testing import ListFeed
+
+    times = [[0.001 * i for i in range(1, 1001)], [0.002 * i for i in range(1, 301)]]
+    feed = FeedSpec.of(
+        ListFeed(times=times, values=[[float(i) for i in range(len(t))] for t in times])
+    )
+    p = SpillwayPartition(
+        plan="avg", seed=3, epoch_us=0, feeds=(feed.dump(),),
+        query_id=np.array([0, 0], np.int32), source_id=np.array([0, 1], np.int32),
+        feed=np.array([0, 0]), lo=np.array([0, 0]), hi=np.array([1000, 300]),
+        keep=np.array([700, 300]), sic=np.array([0.1, 0.2]),
+    )  # fmt: skip
+    chunks = list(read_batches(p, max_rows=256))
+    assert [b.num_rows for b in chunks] == [256, 256, 256, 232]
+    whole = read_partition(p)
+    assert pa.Table.from_batches(chunks).equals(pa.Table.from_batches([whole]))
+    assert list(read_batches(p, max_rows=10_000))[0].equals(whole)
+    empty = SpillwayPartition(
+        plan="avg", seed=3, epoch_us=0, feeds=(feed.dump(),),
+        query_id=np.array([0], np.int32), source_id=np.array([0], np.int32),
+        feed=np.array([0]), lo=np.array([0]), hi=np.array([1000]), keep=np.array([0]),
+        sic=np.array([0.1]),
+    )  # fmt: skip
+    assert list(read_batches(empty)) == [] and read_partition(empty).num_rows == 0
+    with pytest.raises(ConfigError, match="max_rows must be an int >= 1"):
+        next(read_batches(p, max_rows=0))
