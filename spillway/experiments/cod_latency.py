@@ -61,25 +61,14 @@ from spillway.errors import ConfigError, UnknownNameError
 from spillway.experiments._spark_runs import LevelRun, check_positive, experiment_spark, run_level
 from spillway.policies.base import Policy
 from spillway.reporting import bar_plot, markdown_table, write_csv, write_report, write_summary
+from spillway.workloads import GROUPED_FEEDS
 
 #: One line for ``spillway experiment --help``.
 DESCRIPTION = "CoD Figs. 7-8: latency and rows/s of normal vs uniform vs cod shedding (Spark)"
 
-#: Workload name -> (feed, feed settings, what it stands in for). Route and class counts are
-#: scaled so that one window's keep budget at b = 0.98 still holds every group (the paper's
-#: windows hold 46K-320K tuples; these hold tens of thousands).
-WORKLOADS: dict[str, tuple[str, dict[str, Any], str]] = {
-    "taxi": (
-        "taxi",
-        {"n_routes": 300, "pool_routes": 20, "epoch_s": 10.0},
-        "mean fare per route (DEBS 2015 taxi rides stand-in)",
-    ),
-    "tasks": (
-        "tasks",
-        {"epoch_s": 10.0},
-        "mean CPU request per task class (Google cluster trace stand-in)",
-    ),
-}
+#: Workload name -> (feed, feed settings, what it stands in for): the grouped workloads of
+#: ``spillway run --workload grouped``.
+WORKLOADS = GROUPED_FEEDS
 
 #: The three modes compared, in report order.
 POLICIES: tuple[str, ...] = ("normal", "uniform", "cod")
