@@ -91,6 +91,10 @@ def jain_index(values: Any, axis: int = -1) -> Any:
     if n == 0:
         out = np.full(np.delete(np.array(x.shape), axis % x.ndim), np.nan)
         return float(out) if out.ndim == 0 else out
+    # The index is scale-free: divide by the largest value first, so squares of tiny values
+    # (e.g. 1e-157) do not fall into subnormal floats and lose precision.
+    top = x.max(axis=axis, keepdims=True)
+    x = np.divide(x, top, out=np.zeros_like(x), where=top > 0)
     s = x.sum(axis=axis)
     sq = (x * x).sum(axis=axis)
     j = np.ones_like(s)

@@ -303,3 +303,9 @@ def test_spearman_errors() -> None:
         spearman_rho([[1.0, 2.0]], [[1.0, 2.0]])
     with pytest.raises(ConfigError, match="y must be finite numbers"):
         spearman_rho([1.0, 2.0], [1.0, np.nan])
+
+
+def test_jain_of_tiny_equal_values_is_exactly_one() -> None:
+    # squares of 1e-157 are subnormal floats: the index must not drift above 1
+    assert jain_index([4.530621870859278e-157] * 2) == 1.0
+    assert jain_index([1e-200, 0.0]) == pytest.approx(0.5)
