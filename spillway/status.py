@@ -70,7 +70,12 @@ class IntervalRecord:
 
     ``capacity_tuples`` is what the cost model estimated the interval could process;
     ``processed_tuples`` is what Spark actually processed for that interval's batches;
-    ``batch_s`` is the measured micro-batch duration. Per-query dicts are keyed by query name.
+    ``batch_s`` is the measured micro-batch duration; ``span`` the intervals the decision's
+    batch spans, ``overhead_s`` and ``per_tuple_s`` the cost model's fit when it was made
+    (NaN when the capacity is fixed). Per-query dicts are keyed by query name:
+    ``query_sic`` is the SIC measured at the decision (THEMIS Eq. 4 over the query's latest
+    complete STW, :mod:`spillway.quality.stw_account`), ``query_sic_projected`` what the
+    shedder projected for the STW its decision ends (THEMIS §6 local projection).
 
     ``query_groups`` and ``query_groups_kept`` are filled only by decisions of a policy that
     admits per group (``Policy.needs_groups``, e.g. CoD): per query, the distinct group keys
@@ -91,10 +96,14 @@ class IntervalRecord:
     processed_tuples: int
     batch_s: float
     query_sic: dict[str, float] = field(default_factory=dict)
+    query_sic_projected: dict[str, float] = field(default_factory=dict)
     query_kept: dict[str, float] = field(default_factory=dict)
     query_latency_s: dict[str, float] = field(default_factory=dict)
     query_groups: dict[str, int] = field(default_factory=dict)
     query_groups_kept: dict[str, int] = field(default_factory=dict)
+    span: int = 1
+    overhead_s: float = math.nan
+    per_tuple_s: float = math.nan
 
     @property
     def missing_groups(self) -> dict[str, int]:

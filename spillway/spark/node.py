@@ -76,8 +76,8 @@ Examples
 >>> cfg = NodeConfig(queries=(QuerySpec(name="a", kind="avg", feed="gaussian"),
 ...                           QuerySpec(name="b", kind="avg", feed="uniform", window_s=2.0),
 ...                           QuerySpec(name="c", kind="max", feed="gaussian")), stw_s=10.0)
->>> [(p.name, p.window_s, p.kinds) for p in plan_layout(cfg)]
-[('mixed-1s', 1.0, {'avg': (0,), 'max': (2,)}), ('avg-2s', 2.0, {'avg': (1,)})]
+>>> [(p.name, p.windows, p.kinds) for p in plan_layout(cfg)]
+[('mixed', {0: 1.0, 1: 2.0, 2: 1.0}, {'avg': (0, 1), 'max': (2,)})]
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -143,39 +143,39 @@ CALIBRATION_STEP = 8.0
 
 
 class PlanLayout(NamedTuple):
-    """One plan of a node: its name, window and the query ids of each kind it evaluates."""
+    """The node's plan: its name, every query's window and the query ids of each kind."""
 
     name: str
-    window_s: float
+    windows: dict[int, float]
     kinds: dict[str, tuple[int, ...]]
 
     @property
     def query_ids(self) -> list[int]:
         """The plan's query ids, ascending (config order).
 
-        >>> PlanLayout("mixed", 1.0, {"avg": (0, 3), "max": (1,)}).query_ids
+        >>> PlanLayout("mixed", {0: 1.0, 1: 1.0, 3: 2.0}, {"avg": (0, 3), "max": (1,)}).query_ids
         [0, 1, 3]
         """
         return sorted(i for ids in self.kinds.values() for i in ids)
 
 
 def plan_layout(config: NodeConfig) -> list[PlanLayout]:
-    """The node's plans, one per window length (in order of first appearance in the config).
+    """The node's plans: ONE, carrying every query whatever its kind and window.
 
-    A plan is named after its kind when all its queries have one kind, else
-    :data:`~spillway.spark.sink.MIXED_PLAN`; ``-<w>s`` is appended when the node has several
-    window lengths. ``kinds`` maps each kind to its query ids, in config order.
+    The plan is named after its kind when all queries have one kind, else
+    :data:`~spillway.spark.sink.MIXED_PLAN`; ``kinds`` maps each kind to its query ids, in
+    config order. Queries with different windows share the plan: each query's part of a batch
+    ends on a multiple of its own window (:mod:`spillway.spark.controller`), so one streaming
+    query (one fixed micro-batch cost per interval) serves them all. Earlier, one plan per
+    window length made two or three streaming queries compete for two cores: their fixed costs
+    filled the interval and a 5 s query starved beside 0.5 s and 1 s ones.
     """
-    by_window: dict[float, dict[str, list[int]]] = {}
+    kinds: dict[str, list[int]] = {}
     for i, q in enumerate(config.queries):
-        by_window.setdefault(float(q.window_s), {}).setdefault(q.kind, []).append(i)
-    out = []
-    for w, kinds in by_window.items():
-        name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
-        if len(by_window) > 1:
-            name = f"{name}-{w:g}s"
-        out.append(PlanLayout(name, w, {k: tuple(v) for k, v in kinds.items()}))
-    return out
+        kinds.setdefault(q.kind, []).append(i)
+    name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
+    windows = {i: float(q.window_s) for i, q in enumerate(config.queries)}
+    return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
 
 
 def feed_seed(seed: int, query_index: int) -> int:
@@ -285,7 +285,7 @@ class Node:
         self._tmpdir: str | None = None
         self._lock = threading.Lock()
         self.store = ResultStore()
-        self.coordinator: _EpochCoordinator | None = None
+        self.coordinator: QueryCoordinator | None = None
         #: How long :meth:`start` waits for the streaming queries' sources to connect.
         self.ready_timeout_s = 180.0
         #: Measured micro-batches per plan a calibration round needs.
@@ -376,10 +376,17 @@ class Node:
                 feed = make_feed(q.feed, **settings)
                 spec = FeedSpec.registered(q.feed, **settings)
                 queries.append(
-                    PlanQuery(query_id=i, name=q.name, feed=feed, spec=spec, kind=q.kind)
+                    PlanQuery(
+                        query_id=i,
+                        name=q.name,
+                        feed=feed,
+                        spec=spec,
+                        kind=q.kind,
+                        window_s=q.window_s,
+                    )
                 )
             plans.append(
-                PlanSpec(name=layout.name, window_s=layout.window_s, queries=tuple(queries))
+                PlanSpec(name=layout.name, window_s=cfg.queries[0].window_s, queries=tuple(queries))
             )
         cap = None
         if self._capacity is not None and not calibrating:
@@ -393,7 +400,9 @@ class Node:
             capacity_tuples=cap,
         )
         self.store = ResultStore()
-        coordinator = _EpochCoordinator(len(cfg.queries), cfg.stw_s, cfg.trigger_s)
+        coordinator = QueryCoordinator(
+            len(cfg.queries), cfg.stw_s, windows_s=[q.window_s for q in cfg.queries]
+        )
         self.coordinator = coordinator
         controller = NodeController(
             ccfg,
@@ -403,7 +412,6 @@ class Node:
             epoch_s=self._epoch_s,
             coordinator=coordinator,
         )
-        coordinator.controller = controller
         for plan, state in self._carry_costs.items():
             controller.set_cost_state(plan, state)
         if calibrating:
@@ -416,11 +424,9 @@ class Node:
         root = self._checkpoint_root(phase)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
-        # The sink only calls record(); the lazy wrapper has QueryCoordinator's methods.
-        sink_coordinator = cast(QueryCoordinator, coordinator)
         self._sinks = {
             p.name: ResultSink(
-                p.kinds, p.window_s, self.store, sink_coordinator, clock=controller.now, plan=p.name
+                p.kinds, p.windows, self.store, coordinator, clock=controller.now, plan=p.name
             )
             for p in plans
         }
@@ -683,21 +689,31 @@ class Node:
             raise SpillwayError("exact_results needs a started node (its feeds serve the read)")
         frames = []
         for p in self._layout:
-            until = math.floor(until_s / p.window_s + 1e-9) * p.window_s
-            if until <= 0:
-                continue
-            opts = source_options(
-                self._server.address_text, self._server.authkey, p.name, from_s=0.0, until_s=until
-            )
-            df = self.spark.read.format("spillway").options(**opts).load()
-            if len(p.kinds) > 1:
-                df = df.persist()  # read the feeds once, not once per kind
-            try:
-                for kind, ids in p.kinds.items():
-                    rows = df if len(p.kinds) == 1 else df.filter(F.col("query_id").isin(list(ids)))
-                    frames.append(exact_results(kind, rows, p.window_s).assign(kind=kind))
-            finally:
-                if len(p.kinds) > 1:
+            by_window: dict[float, dict[str, list[int]]] = {}
+            for kind, ids in p.kinds.items():
+                for i in ids:
+                    by_window.setdefault(p.windows[i], {}).setdefault(kind, []).append(i)
+            for w, kinds in by_window.items():
+                until = math.floor(until_s / w + 1e-9) * w
+                if until <= 0:
+                    continue
+                opts = source_options(
+                    self._server.address_text,
+                    self._server.authkey,
+                    p.name,
+                    from_s=0.0,
+                    until_s=until,
+                )
+                ids_w = [i for v in kinds.values() for i in v]
+                df = self.spark.read.format("spillway").options(**opts).load()
+                df = df.filter(F.col("query_id").isin(ids_w)).persist()
+                try:
+                    for kind, kind_ids in kinds.items():
+                        rows = (
+                            df if len(kinds) == 1 else df.filter(F.col("query_id").isin(kind_ids))
+                        )
+                        frames.append(exact_results(kind, rows, w).assign(kind=kind))
+                finally:
                     df.unpersist()
         names = [q.name for q in self.config.queries]
         if not frames:
@@ -751,7 +767,7 @@ class Node:
             t=t,
             capacity_tuples_per_s=float(cap),
             processed_tuples_per_s=float(processed),
-            jain=float(jain_index(np.maximum(sic, 0.0))) if len(sic) else math.nan,
+            jain=float(jain_index(sic[np.isfinite(sic)])) if np.isfinite(sic).any() else math.nan,
             queries=tuple(queries),
             policy=cfg.policy if self._policy is None else self._policy.name,
         )
@@ -788,49 +804,6 @@ def _recent_rates(
     if span <= 0:
         return (hist[-1].capacity_tuples / spans[-1] if hist else math.nan), 0.0
     return cap / span, done / span
-
-
-class _EpochCoordinator:
-    """A :class:`QueryCoordinator` made on first use, with the controller's epoch as origin.
-
-    The wall-clock epoch is fixed when the first streaming query asks for an offset (the feed
-    starts when Spark is ready); the coordinator extrapolates Eq. 4 for queries younger than one
-    STW from that origin (:meth:`QueryCoordinator.query_sic`), so it is created once the epoch is
-    known (the first result or the first decision, both after the first request).
-    """
-
-    def __init__(self, n_queries: int, stw_s: float, slide_s: float) -> None:
-        self._args = (n_queries, stw_s, slide_s)
-        self.controller: NodeController | None = None
-        self._inner: QueryCoordinator | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def inner(self) -> QueryCoordinator:
-        """The coordinator itself."""
-        if self._inner is not None:
-            return self._inner
-        assert self.controller is not None
-        # Read the epoch before taking this lock: the controller may hold its own lock while it
-        # asks this coordinator for query SIC (no nested locking in opposite orders).
-        epoch = self.controller.epoch_s
-        with self._lock:
-            if self._inner is None:
-                n, stw, slide = self._args
-                self._inner = QueryCoordinator(n, stw, slide_s=slide, origin_s=epoch)
-            return self._inner
-
-    def record(self, results: Any) -> None:
-        self.inner.record(results)
-
-    def query_sic(self, now: float) -> np.ndarray:
-        return self.inner.query_sic(now)
-
-    def latency_p95(self, now: float) -> np.ndarray:
-        return self.inner.latency_p95(now)
-
-    def counters(self) -> Any:
-        return self.inner.counters()
 
 
 def _calibration_hold(controller: NodeController) -> Callable[[int, int], bool]:
