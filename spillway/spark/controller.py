@@ -426,6 +426,8 @@ class _Interval:
     query_sic: dict[str, float]
     query_kept: dict[str, float]
     query_sic_projected: dict[str, float] = field(default_factory=dict)
+    query_arrived: dict[str, int] = field(default_factory=dict)
+    query_admitted: dict[str, int] = field(default_factory=dict)
     query_groups: dict[str, int] = field(default_factory=dict)
     query_groups_kept: dict[str, int] = field(default_factory=dict)
     span: int = 1
@@ -992,6 +994,8 @@ class NodeController:
                     n: float(kept_q[i] / count_q[i]) if count_q[i] else 1.0
                     for i, n in enumerate(self.query_names)
                 },
+                query_arrived={n: int(count_q[i]) for i, n in enumerate(self.query_names)},
+                query_admitted={n: int(kept_q[i]) for i, n in enumerate(self.query_names)},
                 query_groups=groups_seen,
                 query_groups_kept=groups_kept,
                 span=self._span,
@@ -1329,6 +1333,8 @@ class NodeController:
                     batch_s=r.batch_s,
                     query_sic=dict(r.query_sic),
                     query_sic_projected=dict(r.query_sic_projected),
+                    query_arrived=dict(r.query_arrived),
+                    query_admitted=dict(r.query_admitted),
                     query_kept=dict(r.query_kept),
                     query_groups=dict(r.query_groups),
                     query_groups_kept=dict(r.query_groups_kept),

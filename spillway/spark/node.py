@@ -37,33 +37,33 @@ its results, history and batches stay readable after ``stop()``.
 
 Overload calibration (``NodeConfig.overload``)
 ----------------------------------------------
-When ``overload`` is set, ``start()`` first measures the node's capacity in calibration rounds,
-nothing shed. A round runs the plans for ``calibrate_s`` seconds and until every plan has
-:attr:`Node.calibration_min_batches` (default :data:`MIN_CALIBRATION_BATCHES`) measured
-micro-batches (the first batches of a streaming query
-are slow; the cost model ignores its warm-up batches). The controller holds decisions back in a
-fixed pattern (batches span 1, 2, 1 or 3 intervals of arrivals) so batch sizes vary and the cost
-models can separate each plan's fixed overhead from its per-tuple cost. The capacity is
-``C = (headroom · interval − Σ overheads) / mean per-tuple cost / interval`` tuples/s with the
-plans in the configured rate mix (:func:`spillway.control.capacity_tuples` with the node's
-headroom): what the controller will admit per second, the same estimate the run reports as its
-capacity, so ``overload`` is relative to it. (With headroom 1 the capacity would be what the node
-can process when it does nothing else; it is recorded as ``full_capacity_tuples_per_s``. The two
-differ by far more than the headroom when the fixed cost of a micro-batch takes most of the
-interval, as on ``local[2]``: measured there, a 1.36 s overhead of a 2 s interval leaves 0.24 s
-for tuples at headroom 0.8 and 0.64 s at headroom 1, and an overload of 3 relative to the latter
-was 8 times what the node admitted.)
+When ``overload`` is set, ``start()`` first measures the node's capacity, nothing shed, in
+calibration rounds at rising arrival rates. A round runs the plan (a fresh streaming query) at a
+fixed rate for at least its share of ``calibrate_s`` (half for the first round, a quarter for
+each later one) and until :attr:`Node.calibration_min_batches` measured micro-batches; the
+controller holds decisions back in a fixed pattern (batches span 1, 2, 1 or 3 intervals of
+arrivals) so batch sizes vary and the cost model separates the fixed overhead ``o`` of a batch
+from its per-tuple cost ``k`` (the fits carry over from round to round).
 
-A fit from batches far below capacity is an extrapolation, and a poor one: at a few thousand
-rows per batch the per-tuple cost hides in the noise of the overhead (measured here: one round
-at 3,000 rows/s fitted 1e-9 s a tuple, a capacity of 378 million rows/s). So when ``C`` exceeds
-:data:`CALIBRATION_REACH` times the rate the round ran at, another round runs with every rate
-scaled up to ``C`` (at most :data:`CALIBRATION_STEP` times more per round; at most
-:data:`CALIBRATION_ROUNDS` rounds; cost models carried over). Finally every query's rate is
-multiplied by ``overload · C / R`` (``R`` the configured total rate), so the total arrival rate
-is ``overload`` times the capacity, and the node starts afresh (new feeds, controller and
-checkpoints; the fitted cost models are carried over). :attr:`Node.calibration` records ``C``,
-the scale, the fits, the batches seen and every round.
+The capacity is what the node processes per second of micro-batch time at its *operating
+point*: a batch of ``n* = (headroom · span · interval − o) / k`` rows fills the controller's
+budget, so ``C = n* / (headroom · span · interval)`` tuples per second of batch time (``span``
+from :func:`spillway.control.batch_span`). It is the same measure the run report gives
+(``capacity_measured_tuples_per_s``: rows processed over batch time), so the overload the run
+asked for is the overload it measures. Two rules keep ``C`` honest:
+
+- it is never above what a measured batch achieved: ``C <= max rows / duration`` over the
+  round's batches (the first :data:`WARMUP_BATCHES` of a streaming query left out). A fit from
+  batches far below ``n*`` extrapolates (measured here: 3,000 rows/s fitted 1e-9 s a tuple, a
+  "capacity" of 485 million rows/s), so the bound refuses to report more than was seen;
+- so another round runs, at up to :data:`CALIBRATION_STEP` times the rate, until the largest
+  batch of a round reached ``n*`` (at most :data:`CALIBRATION_ROUNDS` rounds).
+
+Finally every query's rate is multiplied by ``overload · C / R`` (``R`` the configured total
+rate), fixed from then on (arrivals never follow processing), and the node starts afresh (new
+feeds, controller and checkpoints; the fitted cost model carried over). :attr:`Node.calibration`
+records ``C``, the fits, the wall time and every round; :mod:`spillway.progress` reports each
+round as it ends.
 
 Clocks: ``clock=None``/``"wall"`` runs on wall time; ``"logical"`` advances feed time by exactly
 one trigger interval per decision (epoch 0 by default; deterministic runs, reproducible when the
@@ -84,6 +84,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import re
 import shutil
 import tempfile
 import threading
@@ -96,11 +97,12 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from spillway.config import NodeConfig, QuerySpec
-from spillway.control import CostModelState, capacity_tuples, estimate
-from spillway.errors import ConfigError, SpillwayError
+from spillway.config import NodeConfig, feed_settings
+from spillway.control import CostModelState, batch_span, estimate
+from spillway.errors import ConfigError, RunFailedError, SpillwayError
 from spillway.feeds import make_feed
 from spillway.policies.base import Policy
+from spillway.progress import report
 from spillway.quality import jain_index
 from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
@@ -128,18 +130,18 @@ RESULT_COLUMNS = (
 #: How many intervals of arrivals calibration batches span, in turn.
 CALIBRATION_GAPS = (1, 2, 1, 3)
 
-#: A calibration round lasts ``calibrate_s`` and at least this many measured batches per plan.
+#: A calibration round lasts its share of ``calibrate_s`` and at least this many measured
+#: batches.
 MIN_CALIBRATION_BATCHES = 5
 
-#: At most this many calibration rounds; a capacity more than :data:`CALIBRATION_REACH` times
-#: the rate a round ran at is measured again, at that capacity (rates grown at most
-#: :data:`CALIBRATION_STEP` times per round). With one plan whose fixed cost is most of the
-#: interval, the per-tuple cost is only identified by batches near capacity (measured: with a
-#: reach of 4 a calibration estimated 162,000 tuples/s, the run then 413,000), hence a reach of
-#: 2 and steps of 8 (the default node's 10,000 tuples/s can reach 640,000 in the third round).
-CALIBRATION_ROUNDS = 3
-CALIBRATION_REACH = 2.0
-CALIBRATION_STEP = 8.0
+#: The first batches of a streaming query start Python workers and generate code (measured: 7 s
+#: for a batch that later takes 1.5 s); they are left out of the calibration's measured rates.
+WARMUP_BATCHES = 2
+
+#: At most this many calibration rounds; each runs at most :data:`CALIBRATION_STEP` times the
+#: rate of the one before (a node at 400 tuples/s reaches 4 million in four steps).
+CALIBRATION_ROUNDS = 5
+CALIBRATION_STEP = 10.0
 
 
 class PlanLayout(NamedTuple):
@@ -176,44 +178,6 @@ def plan_layout(config: NodeConfig) -> list[PlanLayout]:
     name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
     windows = {i: float(q.window_s) for i, q in enumerate(config.queries)}
     return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
-
-
-def feed_seed(seed: int, query_index: int) -> int:
-    """Seed of the feed of the query at ``query_index`` (distinct per query, from the node seed).
-
-    >>> feed_seed(0, 0) != feed_seed(0, 1)
-    True
-    """
-    return int(np.random.SeedSequence([seed, query_index]).generate_state(1)[0])
-
-
-def feed_settings(q: QuerySpec, seed: int, index: int, scale: float = 1.0) -> dict[str, Any]:
-    """The keyword arguments of ``spillway.feeds.make_feed(q.feed, ...)`` for the query at
-    ``index`` of a node seeded ``seed``: how a :class:`Node` builds its feeds, so anything that
-    needs the node's feeds outside the node gets the same tuples.
-
-    Parameters
-    ----------
-    q : the query.
-    seed : the node's seed (``NodeConfig.seed``); the feed's seed is :func:`feed_seed`.
-    index : the query's position in ``NodeConfig.queries``.
-    scale : factor applied to the query's rate per source (:attr:`Node.rate_scale`).
-
-    Examples
-    --------
-    >>> from spillway.config import QuerySpec
-    >>> s = feed_settings(QuerySpec(name="a", kind="avg", feed="gaussian", rate=100.0), 0, 1, 2.0)
-    >>> s["rate"], s["seed"] == feed_seed(0, 1)
-    (200.0, True)
-    """
-    return dict(
-        n_sources=q.n_sources,
-        rate=q.rate * scale,
-        profile=q.profile,
-        profile_options=dict(q.profile_options),
-        seed=feed_seed(seed, index),
-        **dict(q.feed_options),
-    )
 
 
 class Node:
@@ -274,6 +238,7 @@ class Node:
         self._log_level = log_level
         if spark is not None and log_level is not None:
             spark.sparkContext.setLogLevel(log_level)
+        config.check_feeds()  # a bad feed, option or file fails here, before Spark starts
         self._layout = plan_layout(config)
         self._scale = 1.0
         self._calibration: dict[str, Any] | None = None
@@ -290,6 +255,10 @@ class Node:
         self.ready_timeout_s = 180.0
         #: Measured micro-batches per plan a calibration round needs.
         self.calibration_min_batches = MIN_CALIBRATION_BATCHES
+        self._feed_ends: dict[str, float | None] = {}
+        #: Why the run failed (plan, phase, last finished batch, full error), or None.
+        self.failure: dict[str, Any] | None = None
+        self._phase = "start"
 
     # ------------------------------------------------------------------------- properties
 
@@ -306,7 +275,12 @@ class Node:
             )
             if self._log_level is not None:
                 builder = builder.config("spark.log.level", self._log_level)
-            self._spark = builder.getOrCreate()
+            try:
+                self._spark = builder.getOrCreate()
+            except Exception as e:  # the JVM did not start: Java, master, ports
+                raise RunFailedError(
+                    f"Spark could not start on master {self.config.master!r}: {short_error(str(e))}"
+                ) from None
         return self._spark
 
     @property
@@ -325,6 +299,11 @@ class Node:
     def calibration(self) -> dict[str, Any] | None:
         """What the overload calibration measured (None without ``overload``)."""
         return self._calibration
+
+    @property
+    def feeds_end_s(self) -> dict[str, float | None]:
+        """Per query, the feed time its feed ends (a replayed file without ``loop``) or None."""
+        return dict(self._feed_ends)
 
     @property
     def rate_scale(self) -> float:
@@ -365,6 +344,7 @@ class Node:
         return root
 
     def _launch(self, phase: str, *, calibrating: bool = False) -> None:
+        self._phase = phase
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
@@ -374,6 +354,7 @@ class Node:
                 q = cfg.queries[i]
                 settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
+                self._feed_ends[q.name] = feed.end_s()
                 spec = FeedSpec.registered(q.feed, **settings)
                 queries.append(
                     PlanQuery(
@@ -500,10 +481,20 @@ class Node:
         if self._controller is not None:
             self._controller.pause()
         deadline = time.monotonic() + drain_s
-        for q in self._queries.values():
+        for plan, q in self._queries.items():
             with contextlib.suppress(Exception):
                 while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
                     time.sleep(0.05)
+            if self.failure is None:  # a query that died before we stopped it: remember why
+                with contextlib.suppress(Exception):
+                    err = self.query_error(plan)
+                    if err is not None:
+                        self.failure = {
+                            "plan": plan,
+                            "phase": self._phase,
+                            "after_batch": None,
+                            "error": err,
+                        }
             with contextlib.suppress(Exception):
                 q.stop()
         self._queries = {}
@@ -540,8 +531,8 @@ class Node:
 
         Raises
         ------
-        SpillwayError
-            A streaming query failed (the node is stopped first).
+        RunFailedError
+            A streaming query failed (the node is stopped first; :attr:`failure` says where).
         """
         if not (duration_s > 0 and tick_s > 0):
             raise ConfigError(f"duration_s and tick_s must be > 0, got {duration_s}, {tick_s}")
@@ -555,12 +546,34 @@ class Node:
                     on_tick(self.snapshot())
         finally:
             self.stop()
+        if self.failure is not None:  # a query died during the last tick or the drain
+            raise RunFailedError(
+                f"the streaming query of plan {self.failure['plan']!r} failed while "
+                f"{self._phase_text()}: {short_error(self.failure['error'])}"
+            )
 
     def _raise_failed(self) -> None:
         for plan in list(self._queries):
             err = self.query_error(plan)
             if err is not None:
-                raise SpillwayError(f"the streaming query of plan {plan!r} failed: {err}")
+                self._fail(plan, err)
+
+    def _fail(self, plan: str, err: str) -> None:
+        """Record the failure of ``plan``'s streaming query and raise :class:`RunFailedError`."""
+        batches = self._controller.batches(plan) if self._controller is not None else []
+        self.failure = {
+            "plan": plan,
+            "phase": self._phase,
+            "after_batch": batches[-1]["batch_id"] if batches else None,
+            "error": err,
+        }
+        raise RunFailedError(
+            f"the streaming query of plan {plan!r} failed while {self._phase_text()}: "
+            f"{short_error(err)}"
+        )
+
+    def _phase_text(self) -> str:
+        return "measuring capacity" if self._phase.startswith("calibrate") else "running"
 
     def _make_policy(self) -> Policy:
         policy: Policy = self.config.make_policy()
@@ -571,74 +584,88 @@ class Node:
     def _calibrate(self) -> None:
         cfg = self.config
         assert cfg.overload is not None
-        mix = {}
-        for p in self._layout:
-            mix[p.name] = sum(cfg.queries[i].rate * cfg.queries[i].n_sources for i in p.query_ids)
-        total = sum(mix.values())
+        total = sum(q.rate * q.n_sources for q in cfg.queries)
         rounds: list[dict[str, Any]] = []
         scale = 1.0
+        began = time.monotonic()
+        self._calibration_rounds = rounds
         for r in range(CALIBRATION_ROUNDS):
             self._scale = scale
-            states, observed = self._calibration_round(f"calibrate-{r}")
+            share = 0.5 if r == 0 else 0.25
+            states, batches = self._calibration_round(f"calibrate-{r}", share * cfg.calibrate_s)
             self._carry_costs = dict(states)
-            est = {p: estimate(st) for p, st in states.items()}
-            cap = capacity_tuples(est, mix, cfg.trigger_s, cfg.headroom) / cfg.trigger_s
-            full = capacity_tuples(est, mix, cfg.trigger_s, 1.0) / cfg.trigger_s
-            rounds.append(
-                {
-                    "rate": total * scale,
-                    "capacity_tuples_per_s": cap,
-                    "full_capacity_tuples_per_s": full,
-                    "batches": observed,
-                }
+            rnd = calibration_round_capacity(
+                states,
+                batches,
+                rate=total * scale,
+                trigger_s=cfg.trigger_s,
+                headroom=cfg.headroom,
             )
-            if not (cap > 0 and math.isfinite(cap)):
-                raise SpillwayError(
-                    f"calibration measured no capacity ({cap} tuples/s): the fixed cost of a "
-                    f"micro-batch ({sum(e.overhead_s for e in est.values()):.2f} s) fills the "
-                    f"budget of the trigger interval (headroom {cfg.headroom:g} x "
-                    f"{cfg.trigger_s:g} s); raise trigger_s"
+            rounds.append(rnd)
+            report(
+                f"measuring capacity, round {r + 1}: {rnd['rate']:,.0f} tuples/s arriving, "
+                f"batches up to {rnd['largest_batch']:,} rows (operating point "
+                f"{rnd['operating_rows']:,.0f}), capacity {rnd['capacity_tuples_per_s']:,.0f} "
+                "tuples per second of batch time"
+            )
+            if not rnd["capacity_tuples_per_s"] > 0:
+                raise RunFailedError(
+                    f"calibration measured no capacity: the fixed cost of a micro-batch "
+                    f"({rnd['overhead_s']:.2f} s) fills the budget of "
+                    f"{ControllerConfig().span_limit} trigger intervals (headroom "
+                    f"{cfg.headroom:g} x {cfg.trigger_s:g} s); raise trigger_s"
                 )
-            if cap <= CALIBRATION_REACH * total * scale:
+            if rnd["largest_batch"] >= rnd["operating_rows"]:
                 break
-            # Too far above what was measured to extrapolate: measure again near it.
-            scale = min(cap / total, scale * CALIBRATION_STEP)
+            # The batches stayed below the operating point: measure again closer to it.
+            need = rnd["operating_rows"] / cfg.trigger_s / total
+            scale = min(scale * CALIBRATION_STEP, max(scale, need))
+        cap = rounds[-1]["capacity_tuples_per_s"]
         self._scale = cfg.overload * cap / total
         self._calibration = {
             "capacity_tuples_per_s": cap,
-            "full_capacity_tuples_per_s": full,
+            "reached_operating_point": rounds[-1]["largest_batch"] >= rounds[-1]["operating_rows"],
             "configured_rate": total,
             "scale": self._scale,
             "target_rate": cfg.overload * cap,
-            "estimates": {p: (e.overhead_s, e.per_tuple_s) for p, e in est.items()},
-            "batches": observed,
+            "overhead_s": rounds[-1]["overhead_s"],
+            "per_tuple_s": rounds[-1]["per_tuple_s"],
+            "wall_s": time.monotonic() - began,
             "rounds": rounds,
         }
 
-    def _calibration_round(self, phase: str) -> tuple[dict[str, CostModelState], dict[str, int]]:
-        """Run the plans at the current rate scale, nothing shed, until enough batches."""
-        cfg = self.config
+    def _calibration_round(
+        self, phase: str, min_s: float
+    ) -> tuple[dict[str, CostModelState], list[dict[str, Any]]]:
+        """Run the plan at the current rate scale, nothing shed, for at least ``min_s`` and
+        :attr:`calibration_min_batches` measured batches; the cost states and the batches."""
         self._launch(phase, calibrating=True)
         try:
             start = time.monotonic()
-            give_up = start + 4 * cfg.calibrate_s + 60.0
+            give_up = start + 4 * min_s + 60.0
             while True:
                 time.sleep(0.25)
                 self._raise_failed()
                 observed = {p: len(self.controller.batches(p)) for p in self.plans}
                 now = time.monotonic()
                 enough = min(observed.values()) >= self.calibration_min_batches
-                if enough and now - start >= cfg.calibrate_s:
-                    return self.controller.cost_states(), observed
+                if enough and now - start >= min_s:
+                    batches = [b for p in self.plans for b in self.controller.batches(p)]
+                    return self.controller.cost_states(), batches
                 if now > give_up:
-                    raise SpillwayError(
-                        f"calibration saw only {observed} micro-batches per plan in "
-                        f"{now - start:.0f} s (needs {self.calibration_min_batches}); the node is "
-                        "too slow for its trigger interval: raise trigger_s"
+                    raise RunFailedError(
+                        f"calibration saw only {observed} micro-batches in {now - start:.0f} s "
+                        f"(needs {self.calibration_min_batches}); the node is too slow for its "
+                        "trigger interval: raise trigger_s"
                     )
         finally:
             self._stop_queries()
             self._controller = None
+
+    @property
+    def calibration_rounds(self) -> list[dict[str, Any]]:
+        """The calibration rounds finished so far (also while calibrating)."""
+        return list(getattr(self, "_calibration_rounds", []))
 
     # ------------------------------------------------------------------------- reporting
 
@@ -748,6 +775,7 @@ class Node:
             arrived = int(view["arrived"][i])
             decided, kept = int(view["decided"][i]), int(view["admitted"][i])
             target = q.latency_target_s or (3 * cfg.trigger_s + q.window_s)
+            end = self._feed_ends.get(q.name)
             queries.append(
                 QueryStatus(
                     name=q.name,
@@ -759,6 +787,7 @@ class Node:
                     latency_target_s=float(target),
                     rows_in=decided,
                     rows_kept=kept,
+                    ended=end is not None and t >= end,
                 )
             )
         hist = c.history()
@@ -804,6 +833,83 @@ def _recent_rates(
     if span <= 0:
         return (hist[-1].capacity_tuples / spans[-1] if hist else math.nan), 0.0
     return cap / span, done / span
+
+
+def calibration_round_capacity(
+    states: dict[str, CostModelState],
+    batches: list[dict[str, Any]],
+    *,
+    rate: float,
+    trigger_s: float,
+    headroom: float,
+) -> dict[str, Any]:
+    """What one calibration round measured (module docstring, "Overload calibration").
+
+    ``capacity_tuples_per_s`` is the fitted throughput at the operating point, at most the best
+    measured ``rows / duration`` of the round's batches (the first :data:`WARMUP_BATCHES` left
+    out; batches with no rows do not count).
+
+    >>> from spillway.control import CostModelConfig, initial_state, observe
+    >>> cfg = CostModelConfig(warmup_batches=0)
+    >>> st = initial_state(cfg)
+    >>> for n in (1000, 2000, 1000, 3000) * 40:        # o = 0.2 s, k = 1e-4 s
+    ...     st = observe(cfg, st, n, 0.2 + 1e-4 * n)
+    >>> seen = [{"rows": n, "duration_s": 0.2 + 1e-4 * n} for n in (0, 0, 1000, 6000)]
+    >>> r = calibration_round_capacity({"p": st}, seen, rate=1000.0, trigger_s=1.0,
+    ...                                headroom=0.8)
+    >>> round(r["operating_rows"], -2), round(r["capacity_tuples_per_s"], -2)
+    (6000.0, 7500.0)
+    >>> r = calibration_round_capacity({"p": st}, seen[:3], rate=1000.0, trigger_s=1.0,
+    ...                                headroom=0.8)
+    >>> round(r["capacity_tuples_per_s"])          # bounded by the best batch: 1000 / 0.3 s
+    3333
+    """
+    est = [estimate(st) for st in states.values()]
+    overhead = sum(e.overhead_s for e in est)
+    per_tuple = float(np.mean([e.per_tuple_s for e in est])) if est else math.nan
+    span = batch_span(overhead, trigger_s, headroom, limit=ControllerConfig().span_limit)
+    budget = headroom * span * trigger_s
+    rows = (budget - overhead) / per_tuple if per_tuple > 0 else math.inf
+    fitted = max(rows, 0.0) / budget
+    measured = [
+        b["rows"] / b["duration_s"]
+        for b in batches[WARMUP_BATCHES:]
+        if b["rows"] > 0 and b["duration_s"] > 0
+    ]
+    best = max(measured, default=0.0)
+    return {
+        "rate": float(rate),
+        "batches": len(batches),
+        "largest_batch": max((int(b["rows"]) for b in batches[WARMUP_BATCHES:]), default=0),
+        "overhead_s": overhead,
+        "per_tuple_s": per_tuple,
+        "span": span,
+        "operating_rows": max(rows, 0.0) if math.isfinite(rows) else math.inf,
+        "fitted_tuples_per_s": fitted,
+        "best_batch_tuples_per_s": best,
+        "capacity_tuples_per_s": min(fitted, best),
+    }
+
+
+def short_error(text: str, limit: int = 300) -> str:
+    r"""One line out of a Spark/py4j error: the Python error a failed ``foreachBatch`` or
+    worker reported when there is one, else the first line, at most ``limit`` characters.
+
+    >>> short_error("org.apache.spark.SparkException: [FOREACH_BATCH_USER_FUNCTION_ERROR] An"
+    ...             " error occurred\n  File x\nValueError: boom\n\tat org.apache...")
+    'ValueError: boom'
+    >>> short_error("java.io.EOFException\n\tat java.io.DataInputStream")
+    'java.io.EOFException'
+    """
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    py = [
+        ln
+        for ln in lines
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:", ln)
+        and not ln.startswith(("org.", "java.", "py4j.", "scala."))
+    ]
+    line = py[-1] if py else (lines[0] if lines else "unknown error")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _calibration_hold(controller: NodeController) -> Callable[[int, int], bool]:
