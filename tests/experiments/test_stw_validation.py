@@ -141,10 +141,12 @@ def test_warm_session_must_be_a_bool():
     assert sv.make_config(quick=True).warm_session is True
 
 
-def _measured(cfg):
+def _measured(cfg, keep=1.0):
     stats, ticks, windows = [], [], []
     for r, lag in zip(cfg.runs, (0.8, 1.1), strict=True):
-        win = _windows([lag] * int(r.duration_s), stw_s=r.stw_s, query="top5/0")
+        win = _windows([lag] * int(r.duration_s), stw_s=r.stw_s, query="top5/0",
+                       sic=keep / r.stw_s)  # fmt: skip
+        win["n_in"] = round(keep * 400)
         tk = _ticks(np.arange(1.0, r.duration_s) + 0.5, query="top5/0")
         smp = sv.stw_samples(tk, win, stw_s=r.stw_s)
         smp = smp.assign(coordinator_sic=smp["eq4_recomputed"], sic=smp["themis_rule"])
@@ -165,13 +167,15 @@ def _measured(cfg):
 
 def test_report_accounts_for_the_measured_values(tmp_path):
     cfg = sv.make_config(quick=True)
-    summary = sv.write_outputs(tmp_path, _measured(cfg), cfg)
+    summary = sv.EXPERIMENT.write(cfg, _measured(cfg), tmp_path)
     # the coordinator's Eq. 4 reads 1 whatever the STW; THEMIS's rule misses about lag / STW
     assert [s["coordinator_sic_mean"] for s in summary["stw"]] == pytest.approx([1.0, 1.0])
     for s in summary["stw"]:
         assert s["sic_mean"] == pytest.approx(s["themis_rule_mean"])
         assert s["sic_mean"] == pytest.approx(1 - s["lag_mean_s"] / s["stw_s"], abs=0.01)
-    assert summary["checks"]["longer_stw_closer_to_1"] is True
+    verdicts = {c["name"]: c["verdict"] for c in summary["checks"]}
+    assert verdicts["sic_is_1_minus_lag_over_stw"] == "pass"
+    assert verdicts["longer_stw_closer_to_1"] == "not applicable"
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert {"themis_rule_mean", "lag_change_mean_s", "eq4_match_share", "settled_s"} <= set(
         on_disk["stw"][0]
@@ -188,6 +192,16 @@ def test_report_accounts_for_the_measured_values(tmp_path):
     assert "Longer STW closer to 1: yes" in report
 
 
+def test_lag_check_fails_when_windows_were_shed():
+    # A capacity set too low for the input: every window lost 5 % of its tuples, so the SIC
+    # falls below what the result lag explains.
+    cfg = sv.make_config(quick=True)
+    measured = _measured(cfg, keep=0.95)
+    assert all(s["windows_shed"] > 0 for s in measured["stw"])
+    (lag,) = [c for c in sv.checks(measured["stw"]) if c.name == "sic_is_1_minus_lag_over_stw"]
+    assert lag.failed and "is not <= 0.01" in lag.why
+
+
 def test_report_without_the_result_table_says_so(tmp_path):
     cfg = sv.make_config(quick=True)
     measured = _measured(cfg)
@@ -196,7 +210,7 @@ def test_report_without_the_result_table_says_so(tmp_path):
             s.pop(k)
     measured["ticks"] = measured["ticks"].drop(columns=list(sv.SAMPLE_COLUMNS))
     del measured["windows"]
-    sv.write_outputs(tmp_path, measured, cfg)
+    sv.EXPERIMENT.write(cfg, measured, tmp_path)
     report = (tmp_path / "report.md").read_text()
     assert "was not analysed" in report
     assert not (tmp_path / "windows.csv").exists()
