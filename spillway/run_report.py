@@ -17,7 +17,7 @@ Definitions used throughout:
   mean of the per-interval index.
 - *kept share*: a query's admitted / arrived tuples per interval, averaged over the steady
   part; ``rows_in`` and ``rows_kept`` are the final snapshot's counts (the last STW).
-- *latency*: from a window's last input arrival to its result (DESIGN §3), per result window,
+- *latency*: from a window's last input arrival to its result (:mod:`spillway.spark.sink`), per result window,
   p95 over the windows that end in the steady part; the target is the query's
   ``latency_target_s`` or, by default, 3 trigger intervals plus the window length
   (``latency_bound_s`` is that bound for the longest window). Window times are counted from
@@ -64,7 +64,7 @@ from spillway.quality.metrics import jain_index
 from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
-#: Trigger intervals a result may take beyond its window before it counts as late (DESIGN §3).
+#: Trigger intervals a result may take beyond its window before it counts as late.
 LATENCY_TRIGGERS = 3
 
 
@@ -81,7 +81,7 @@ def finite_jain(values: Sequence[float] | np.ndarray) -> float:
 
 
 def latency_target(q: QuerySpec, trigger_s: float) -> float:
-    """The query's latency target: its own, or 3 trigger intervals plus its window (DESIGN §3).
+    """The query's latency target: its own, or 3 trigger intervals plus its window.
 
     >>> latency_target(QuerySpec(name="q", kind="avg", feed="gaussian", window_s=2.0), 1.0)
     5.0
