@@ -18,7 +18,12 @@ alike (:func:`write_experiment`):
   how the run differs from the paper.
 
 ``measure`` and ``analyse`` are separate so that the analysis, the checks and the report can be
-tested on realistic measured data without running Spark (:meth:`Experiment.write`).
+tested on realistic measured data without running Spark (:meth:`Experiment.write`). The same
+shape serves every kind of experiment: a Spark study's ``measure`` runs nodes
+(:mod:`spillway.experiments._spark_runs`, one SparkSession per run), a simulator study's runs
+the simulator, and a sweep over several configurations returns one record per configuration,
+which ``analyse`` lists under a ``configs`` key and checks per configuration with
+:func:`~spillway.experiments.checks.every` (not applicable when no configuration applies).
 
 Examples
 --------
