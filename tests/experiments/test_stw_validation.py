@@ -141,12 +141,10 @@ def test_warm_session_must_be_a_bool():
     assert sv.make_config(quick=True).warm_session is True
 
 
-def _measured(cfg, keep=1.0):
+def _measured(cfg):
     stats, ticks, windows = [], [], []
     for r, lag in zip(cfg.runs, (0.8, 1.1), strict=True):
-        win = _windows([lag] * int(r.duration_s), stw_s=r.stw_s, query="top5/0",
-                       sic=keep / r.stw_s)  # fmt: skip
-        win["n_in"] = round(keep * 400)
+        win = _windows([lag] * int(r.duration_s), stw_s=r.stw_s, query="top5/0")
         tk = _ticks(np.arange(1.0, r.duration_s) + 0.5, query="top5/0")
         smp = sv.stw_samples(tk, win, stw_s=r.stw_s)
         smp = smp.assign(coordinator_sic=smp["eq4_recomputed"], sic=smp["themis_rule"])
@@ -174,7 +172,6 @@ def test_report_accounts_for_the_measured_values(tmp_path):
         assert s["sic_mean"] == pytest.approx(s["themis_rule_mean"])
         assert s["sic_mean"] == pytest.approx(1 - s["lag_mean_s"] / s["stw_s"], abs=0.01)
     verdicts = {c["name"]: c["verdict"] for c in summary["checks"]}
-    assert verdicts["sic_is_1_minus_lag_over_stw"] == "pass"
     assert verdicts["longer_stw_closer_to_1"] == "not applicable"
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert {"themis_rule_mean", "lag_change_mean_s", "eq4_match_share", "settled_s"} <= set(
@@ -190,16 +187,6 @@ def test_report_accounts_for_the_measured_values(tmp_path):
     m = [f"measured {s['sic_mean']:.4f}" for s in summary["stw"]]
     assert m[0] in report and m[1] in report
     assert "Longer STW closer to 1: yes" in report
-
-
-def test_lag_check_fails_when_windows_were_shed():
-    # A capacity set too low for the input: every window lost 5 % of its tuples, so the SIC
-    # falls below what the result lag explains.
-    cfg = sv.make_config(quick=True)
-    measured = _measured(cfg, keep=0.95)
-    assert all(s["windows_shed"] > 0 for s in measured["stw"])
-    (lag,) = [c for c in sv.checks(measured["stw"]) if c.name == "sic_is_1_minus_lag_over_stw"]
-    assert lag.failed and "is not <= 0.01" in lag.why
 
 
 def test_report_without_the_result_table_says_so(tmp_path):
