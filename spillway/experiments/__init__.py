@@ -38,8 +38,9 @@ A ``"fail"`` verdict is a finding of the run, not an error of the command: ``spi
 experiment`` prints it (``FAIL`` and the reason, and a count line) and exits 0, because the run
 completed and its report holds the finding; a non-zero exit would make a finding look like a
 crash and stop scripts that run several experiments in a row. It exits non-zero only when the
-run cannot complete (2 for a bad name, config or input, 130 on Ctrl-C). Scripts that gate on
-verdicts read ``verdicts`` (or ``checks``) in summary.json.
+run cannot complete, with the codes of every ``spillway`` command (1 a run that failed, 2 a
+bad name, config or input, 130 Ctrl-C). Scripts that gate on verdicts read ``verdicts`` (or
+``checks``) in summary.json.
 
 Registered:
 
