@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from spillway.errors import UnknownNameError
+from spillway.progress import report
 
 if TYPE_CHECKING:
     from spillway.experiments.checks import Check
@@ -205,7 +206,11 @@ def run_benchmarks(
         if n not in BENCHMARKS:
             known = ", ".join(BENCHMARKS)
             raise UnknownNameError(f"unknown benchmark {n!r}; known: {known}")
-    done = {n: BENCHMARKS[n](out, quick=quick, seed=seed) for n in selected}
+    done = {}
+    for i, n in enumerate(selected):
+        report(f"benchmark {n} ({i + 1} of {len(selected)}) started")
+        done[n] = BENCHMARKS[n](out, quick=quick, seed=seed)
+        report(f"benchmark {n} done")
     for n, res in done.items():
         write_csv(out / f"{n}.csv", res.rows)
     checks = [c for res in done.values() for c in res.checks]

@@ -48,6 +48,7 @@ from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError
 from spillway.experiments.checks import Check, compare
 from spillway.policies.base import Admission, Backlog, Policy, admit_all
+from spillway.progress import report
 from spillway.reporting import line_plot, markdown_table, num, write_csv
 
 #: Tuples/s per source the overload workload is configured with before the calibration scales
@@ -656,6 +657,10 @@ def run(quick: bool, out_dir: Path | str, seed: int = 0, spark: Any = None) -> d
         # turn (batch sizes vary, so each source's fixed and per-row costs can be fitted).
         offered = cfg.source_rate / (2 if r % 2 else 1)
         for fn in (spillway_source_throughput, rate_source_throughput):
+            report(
+                f"bench spark: source round {r + 1}/{cfg.source_rounds}, "
+                f"{fn.__name__.split('_')[0]} source at {offered:,.0f} rows/s"
+            )
             res, used = fn(spark, cfg, offered)
             runs.append({"round": r, "offered_rows_per_s": offered, **res})
             batches[res["source"]] += [{"round": r, "source": res["source"], **b} for b in used]
@@ -663,7 +668,9 @@ def run(quick: bool, out_dir: Path | str, seed: int = 0, spark: Any = None) -> d
     write_csv(out / "spark_source_batches.csv", batches["spillway"] + batches["rate"])
     ours = source_speed([x for x in runs if x["source"] == "spillway"], batches["spillway"], cfg)
     theirs = source_speed([x for x in runs if x["source"] == "rate"], batches["rate"], cfg)
+    report("bench spark: reader rows/s on one core")
     reader = reader_rows_per_s(cfg)
+    report("bench spark: latency under overload, with and without shedding")
     ov = overload_comparison(spark, cfg)
     summary = _summary(cfg, ours, theirs, ov)
     summary["reader_rows_per_s_one_core"] = reader

@@ -63,6 +63,7 @@ from typing import Any, Generic, TypeVar
 
 from spillway.errors import ConfigError
 from spillway.experiments.checks import Check, as_dicts, counts, markdown, verdict_line
+from spillway.progress import report
 from spillway.reporting import (
     bar_plot,
     line_plot,
@@ -206,7 +207,9 @@ class Experiment(Generic[C, M]):
         """
         self.check_config(config)
         t0 = time.perf_counter()
+        report(f"experiment {self.name}: measuring")
         measured = self.measure(config)
+        report(f"experiment {self.name}: measured in {time.perf_counter() - t0:.0f} s, writing")
         return self.write(config, measured, out_dir, measured_s=time.perf_counter() - t0)
 
     def write(
