@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from spillway.config import NodeConfig, QuerySpec, feed_seed
@@ -312,3 +313,51 @@ def test_a_group_avg_query_on_the_taxi_feed_gives_per_route_rows(spark, tmp_path
     s = error_summary(fares.assign(query_id=0), both.assign(query_id=0), "group_avg").iloc[0]
     assert s["windows"] >= 3 and s["missing"] == 0
     assert 0 < s["error"] < 0.5 and 0 <= s["missing_groups"] < s["groups"]
+
+
+@pytest.mark.spark
+def test_an_unshed_query_reads_sic_1_and_never_above(spark, tmp_path):
+    # One MAX query on the uniform feed with every default (1 s trigger, 10 s STW): its SIC
+    # once read 1.1-1.4 (results counted by production time, a burst of windows at start).
+    cfg = NodeConfig(
+        queries=(QuerySpec(name="m", kind="max", feed="uniform"),), checkpoint_dir=str(tmp_path)
+    )
+    node = Node(cfg, spark=spark)
+    node.run(16.0)
+    hist = node.history()
+    sic = np.array([r.query_sic["m"] for r in hist])
+    assert np.nanmax(sic) <= 1.02
+    assert all(r.query_admitted["m"] == r.query_arrived["m"] for r in hist)  # nothing shed
+    filled = [s for r, s in zip(hist, sic, strict=True) if r.t - hist[0].t >= 10.0]
+    assert filled and np.allclose(filled, 1.0, atol=0.02)
+
+
+@pytest.mark.spark
+def test_queries_with_half_one_and_five_second_windows_all_get_results(spark, tmp_path):
+    # Once one streaming query per window length: three on two cores, the 5 s one starved.
+    from spillway.run_report import summarise_run
+
+    queries = (
+        QuerySpec(name="a05", kind="avg", feed="gaussian", window_s=0.5),
+        QuerySpec(name="m1", kind="max", feed="uniform", window_s=1.0),
+        QuerySpec(name="a5", kind="avg", feed="gaussian", window_s=5.0),
+    )
+    cfg = NodeConfig(queries=queries, stw_s=10.0, checkpoint_dir=str(tmp_path))
+    node = Node(cfg, spark=spark)
+    assert node.plans == ["mixed"]
+    node.run(17.0)
+    res = node.results()
+    summary = summarise_run(
+        config=cfg,
+        history=node.history(),
+        snapshot=node.snapshot(),
+        results=res,
+        duration_s=17.0,
+    )
+    by_name = {q["name"]: q for q in summary["queries"]}
+    assert by_name["a5"]["windows"] >= 2 and by_name["a05"]["windows"] >= 20
+    for q in by_name.values():
+        assert q["rows_in"] > 0 and q["kept_fraction"] == q["rows_kept"] / q["rows_in"]
+    # every 5 s window starts on a multiple of 5 s (windows are aligned in Unix time)
+    starts = res[res["query"] == "a5"]["window_start"].map(pd.Timestamp.timestamp)
+    assert (starts % 5.0 == 0).all()
