@@ -19,6 +19,9 @@ states are separate picklable values, and a step returns a new state or a frozen
   controller, ``H ← H·D/D'``), ``aloma`` (Pham Alg. 1);
 - :mod:`~spillway.control.dilos`: the class scheduler's capacity redistribution between priority
   classes (Pham §6.1.3, Eq. 6.1);
+- :mod:`~spillway.control.classes`: a node's classes in one step, ``step(ClassesConfig, state,
+  stats per class) -> (state, ClassesDecision)``: a load manager per class and, optionally, the
+  DILoS scheduler; out come each class's drop fraction and capacity share;
 - :mod:`~spillway.control.queue_model` and :mod:`~spillway.control.closed_loop`: a fluid
   queueing model of a node with a true capacity you set, and the loop that drives it with load
   managers (and DILoS): the plant for tests and simulators.
@@ -148,6 +151,9 @@ def load_manager(name: str) -> LoadManager:
 
 __all__ = [
     "LOAD_MANAGERS",
+    "ClassesConfig",
+    "ClassesDecision",
+    "ClassesState",
     "CostEstimate",
     "CostModelConfig",
     "CostModelState",
@@ -162,6 +168,7 @@ __all__ = [
     "Redistribution",
     "StepResult",
     "capacity_tuples",
+    "combine_stats",
     "detect",
     "estimate",
     "initial_state",

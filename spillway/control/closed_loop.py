@@ -1,26 +1,24 @@
 """Drive the queue model with load managers, one per class, and optionally the DILoS scheduler.
 
 Every interval: the model runs with each class's current drop fraction and capacity share and
-reports the interval's statistics; each class's load manager steps on its class's statistics
-and sets the next drop fraction; with DILoS the class scheduler records each manager's capacity
-usage ``u_k`` and, at the end of every capacity redistribution cycle, moves capacity between the
-classes and pushes the factor onto each manager's capacity (Pham Eq. 6.1). Without DILoS the
-shares stay at the priorities' original split (CQC's weighted round robin, work-conserving).
+reports the interval's statistics; :func:`spillway.control.classes.step` steps each class's
+load manager on its class's statistics (and, with DILoS, the class scheduler) and sets the next
+drop fractions and shares. Without DILoS the shares stay at the priorities' original split
+(CQC's weighted round robin; the model's split is work-conserving).
 
 This is the loop a simulator or the Spark node runs; here it is what proves the step functions
 (``tests/control/test_validation.py``).
 
 Examples
 --------
->>> from spillway.control import LOAD_MANAGERS
+>>> from spillway.control.aurora import AuroraConfig
 >>> from spillway.control.queue_model import (CapacitySchedule, ClassLoad, QueueModel,
 ...                                          QueueModelConfig)
 >>> from spillway.feeds.profiles import ConstantProfile
 >>> load = ClassLoad(profile=ConstantProfile(n_sources=1, rate=350.0), cost_s=1 / 280,
 ...                  target_s=2.0)
 >>> model = QueueModel(QueueModelConfig(classes=(load,), capacity=CapacitySchedule(base=1.0)))
->>> aurora = LOAD_MANAGERS["aurora"]
->>> run = run_classes(model, [(aurora, aurora.config(capacity=1.0))], duration_s=60.0)
+>>> run = run_classes(model, [AuroraConfig(capacity=1.0)], duration_s=60.0)
 >>> c = run.classes[0]
 >>> round(c.loss, 2), c.delay_violation_mean_s    # shed 350 → 280 tuples/s: no violation
 (0.2, 0.0)
@@ -31,10 +29,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from spillway.control import dilos as dilos_mod
-from spillway.control.load_manager import LoadManager, check_number
+from spillway.control import classes as classes_mod
+from spillway.control.classes import ClassesConfig
+from spillway.control.dilos import DilosConfig
+from spillway.control.load_manager import LoadManagerConfig, check_number
 from spillway.control.queue_model import QueueModel
 from spillway.errors import ConfigError
 
@@ -109,21 +108,21 @@ class RunResult:
 
 def run_classes(
     model: QueueModel,
-    managers: Sequence[tuple[LoadManager[Any, Any], Any]],
+    managers: Sequence[LoadManagerConfig],
     *,
     duration_s: float,
     priorities: Sequence[int] | None = None,
-    dilos: dilos_mod.DilosConfig | None = None,
+    dilos: DilosConfig | None = None,
 ) -> RunResult:
-    """Run ``model`` for ``duration_s`` with one ``(manager, config)`` per class.
+    """Run ``model`` for ``duration_s`` with one load-manager config per class.
 
     Parameters
     ----------
     model : the node.
-    managers : one registered load manager and its config per class of the model.
+    managers : one registered load manager's config per class of the model.
     duration_s : how long to run (whole intervals).
     priorities : the classes' priorities for the original capacity split (default: equal);
-        ignored when ``dilos`` is given (its priorities are used).
+        with ``dilos`` they default to its priorities.
     dilos : the class scheduler's config to redistribute capacity (None: fixed shares).
 
     Raises
@@ -134,16 +133,14 @@ def run_classes(
     """
     n = len(model.config.classes)
     if len(managers) != n:
-        raise ConfigError(
-            f"managers needs one (manager, config) per class ({n}), got {len(managers)}"
-        )
+        raise ConfigError(f"managers needs one config per class ({n}), got {len(managers)}")
     check_number("duration_s", duration_s, low=0, low_ok=False)
-    prios = tuple(dilos.priorities) if dilos is not None else tuple(priorities or (1,) * n)
-    if len(prios) != n:
-        raise ConfigError(f"priorities needs one priority per class ({n}), got {len(prios)}")
-    shares = list(dilos_mod.original_shares(prios))
-    dstate = dilos_mod.initial_state(dilos) if dilos is not None else None
-    lm_states = [m.initial_state(c) for m, c in managers]
+    if priorities is None:
+        priorities = dilos.priorities if dilos is not None else (1,) * n
+    if len(priorities) != n:
+        raise ConfigError(f"priorities needs one priority per class ({n}), got {len(priorities)}")
+    cfg = ClassesConfig(managers=tuple(managers), priorities=tuple(priorities), dilos=dilos)
+    cstate = classes_mod.initial_state(cfg)
     drops = [0.0] * n
     qstate = model.initial_state()
     series: list[dict[str, list[float]]] = [
@@ -152,20 +149,11 @@ def run_classes(
     totals = [[0, 0, 0.0, 0.0, 0.0, 0.0] for _ in range(n)]  # arrived dropped results rt viol max
     steps = max(1, round(duration_s / model.config.interval_s))
     for _ in range(steps):
-        used_shares = list(shares)
+        used_shares = cstate.shares
         qstate, out = model.advance(qstate, drops, used_shares)
-        usage = []
-        for k, (manager, config) in enumerate(managers):
-            lm_states[k], decision = manager.step(config, lm_states[k], out.stats[k])
-            drops[k] = decision.drop
-            usage.append(decision.usage)
-        if dilos is not None and dstate is not None:
-            dstate, sched = dilos_mod.step(dilos, dstate, usage)
-            shares = list(sched.shares)
-            if sched.redistributed:
-                for k, (manager, config) in enumerate(managers):
-                    lm_states[k] = manager.rescale(config, lm_states[k], sched.factors[k])
-        for k, (manager, _) in enumerate(managers):
+        cstate, decision = classes_mod.step(cfg, cstate, out.stats)
+        drops = list(decision.drops)
+        for k in range(n):
             st, m = out.stats[k], out.metrics[k]
             tot = totals[k]
             tot[0] += st.arrived
@@ -177,17 +165,17 @@ def run_classes(
             s = series[k]
             s["time_s"].append(out.time_s)
             s["drop"].append(drops[k])
-            s["capacity"].append(manager.capacity_of(lm_states[k]))
+            s["capacity"].append(decision.capacities[k])
             s["share"].append(used_shares[k])
             rt = st.response_time_s
             s["response_s"].append(math.nan if rt is None else rt)
             s["true_capacity"].append(m.capacity)
             s["violation_sum_s"].append(m.violation_sum_s)
             s["results"].append(m.results)
-    classes = []
+    runs = []
     for k in range(n):
         arrived, dropped, results, rt_sum, viol, rt_max = totals[k]
-        classes.append(
+        runs.append(
             ClassRun(
                 arrived=int(arrived),
                 dropped=int(dropped),
@@ -200,4 +188,4 @@ def run_classes(
             )
         )
     traces = tuple(Trace(**{f: tuple(v) for f, v in s.items()}) for s in series)
-    return RunResult(classes=tuple(classes), traces=traces)
+    return RunResult(classes=tuple(runs), traces=traces)

@@ -33,7 +33,7 @@ Examples
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
@@ -129,6 +129,51 @@ class IntervalStats:
         if self.arrived == 0:
             return None
         return self.load * self.interval_s / self.arrived
+
+
+def combine_stats(stats: Sequence[IntervalStats]) -> IntervalStats:
+    """The statistics of several classes as one (Pham's "common load manager", Table 8).
+
+    Loads, counts and queued loads add up; the response time is the mean over all results
+    (weighted by each class's ``processed``, or unweighted when no class reports it).
+
+    Raises
+    ------
+    ConfigError
+        No statistics, or intervals of different lengths.
+
+    >>> a = IntervalStats(interval_s=0.5, load=0.3, arrived=10, processed=10, response_time_s=1.0)
+    >>> b = IntervalStats(interval_s=0.5, load=0.6, arrived=20, processed=30, response_time_s=3.0)
+    >>> c = combine_stats([a, b])
+    >>> round(c.load, 2), c.arrived, c.processed, c.response_time_s
+    (0.9, 30, 40, 2.5)
+    """
+    if not stats:
+        raise ConfigError("combine_stats needs at least one IntervalStats, got none")
+    lengths = {s.interval_s for s in stats}
+    if len(lengths) > 1:
+        raise ConfigError(f"combine_stats needs one interval length, got {sorted(lengths)}")
+    timed = [s for s in stats if s.response_time_s is not None]
+    rt = None
+    if timed:
+        weights = [float(s.processed) for s in timed]
+        if sum(weights) <= 0:
+            weights = [1.0] * len(timed)
+        rt = math.fsum(
+            w * s.response_time_s
+            for w, s in zip(weights, timed, strict=True)
+            if s.response_time_s is not None
+        ) / math.fsum(weights)
+    return IntervalStats(
+        interval_s=stats[0].interval_s,
+        load=math.fsum(s.load for s in stats),
+        arrived=sum(s.arrived for s in stats),
+        dropped=sum(s.dropped for s in stats),
+        processed=sum(s.processed for s in stats),
+        outputs=sum(s.outputs for s in stats),
+        queued_load=math.fsum(s.queued_load for s in stats),
+        response_time_s=rt,
+    )
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,11 @@ Aurora with ``H`` hand-tuned below the reduced capacity (0.62); CTRL with ``H`` 
 the change (0.99) and CTRL tuned for after it (0.66); SEaMLeSS and ALoMa from ``H = 0.8``,
 untuned.
 
+Priority classes (:func:`run_dilos`, Pham §6.2.2 in miniature): three classes with priorities
+6/3/1 and targets 300/400/500 ms at a 150 ms cycle, loads 0.3/0.2/0.6 of a node of capacity 1
+(slightly overloaded, like SD_c: class 3 overloaded at its 10 % share), one load manager per
+class starting from the class's share, with DILoS redistribution or without it ("separate").
+
 ``python scripts/load_manager_validation.py`` prints the table; ``tests/control/
 test_validation.py`` checks it.
 
@@ -27,12 +32,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from spillway.control.closed_loop import run_classes
+from spillway.control.closed_loop import RunResult, run_classes
+from spillway.control.dilos import DilosConfig
 from spillway.control.load_manager import LoadManager
 from spillway.control.queue_model import CapacitySchedule, ClassLoad, QueueModel, QueueModelConfig
 from spillway.errors import UnknownNameError
 from spillway.feeds.background import BackgroundSchedule
-from spillway.feeds.profiles import StepProfile
+from spillway.feeds.profiles import ConstantProfile, Profile, StepProfile
 
 TARGET_S = 2.0
 INTERVAL_S = 0.5
@@ -125,7 +131,7 @@ def run_scheme(
     name, settings = SCHEMES[scheme]
     lm: LoadManager[Any, Any] = LOAD_MANAGERS[name]
     node = model(after=after, pattern=pattern, seed=seed, duration_s=duration_s)
-    run = run_classes(node, [(lm, lm.config(**settings))], duration_s=duration_s)
+    run = run_classes(node, [lm.config(**settings)], duration_s=duration_s)
     c, tr = run.classes[0], run.traces[0]
     return SchemeRow(
         scheme=scheme,
@@ -134,4 +140,58 @@ def run_scheme(
         loss=c.loss,
         response_max_s=c.response_max_s,
         capacity_end=tr.capacity[-1],
+    )
+
+
+#: The priority-class scenario: priorities, targets (s), loads (CPU-s/s), cycle (s).
+CLASS_PRIORITIES = (6, 3, 1)
+CLASS_TARGETS_S = (0.3, 0.4, 0.5)
+CLASS_LOADS = (0.3, 0.2, 0.6)
+CYCLE_S = 0.15
+
+
+def classes_model(class1: Profile | None = None) -> QueueModel:
+    """Three classes on a node of capacity 1 (1 ms per tuple); ``class1`` replaces class 1's
+    constant 300 tuples/s."""
+    profiles: list[Profile] = [
+        ConstantProfile(n_sources=1, rate=load / 0.001) for load in CLASS_LOADS
+    ]
+    if class1 is not None:
+        profiles[0] = class1
+    classes = tuple(
+        ClassLoad(profile=p, cost_s=0.001, target_s=d, latency_s=0.01)
+        for p, d in zip(profiles, CLASS_TARGETS_S, strict=True)
+    )
+    cfg = QueueModelConfig(classes=classes, capacity=CapacitySchedule(base=1.0), interval_s=CYCLE_S)
+    return QueueModel(cfg)
+
+
+def run_dilos(
+    name: str,
+    *,
+    dilos: bool,
+    node: QueueModel | None = None,
+    duration_s: float = 150.0,
+) -> RunResult:
+    """One load manager ``name`` per class of :func:`classes_model`, with or without DILoS.
+
+    Raises
+    ------
+    UnknownNameError
+        ``name`` is not a registered load manager.
+    """
+    from spillway.control import load_manager
+
+    lm = load_manager(name)
+    shares = [p / sum(CLASS_PRIORITIES) for p in CLASS_PRIORITIES]
+    managers = [
+        lm.config(capacity=c, **({} if name == "aurora" else {"target_s": d}))
+        for c, d in zip(shares, CLASS_TARGETS_S, strict=True)
+    ]
+    return run_classes(
+        node or classes_model(),
+        managers,
+        duration_s=duration_s,
+        priorities=CLASS_PRIORITIES,
+        dilos=DilosConfig(priorities=CLASS_PRIORITIES) if dilos else None,
     )

@@ -50,8 +50,7 @@ def sc_node(
 
 def run_one(model: QueueModel, name: str, duration_s: float, **settings: Any) -> RunResult:
     """Run ``model`` with the load manager ``name`` configured by ``settings``."""
-    lm = LOAD_MANAGERS[name]
-    return run_classes(model, [(lm, lm.config(**settings))], duration_s=duration_s)
+    return run_classes(model, [LOAD_MANAGERS[name].config(**settings)], duration_s=duration_s)
 
 
 def settings_for(name: str, capacity: float, target_s: float = 2.0) -> dict[str, Any]:

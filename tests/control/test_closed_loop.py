@@ -4,15 +4,14 @@ import math
 
 import pytest
 
-from spillway.control import LOAD_MANAGERS
+from spillway.control.aurora import AuroraConfig
 from spillway.control.closed_loop import run_classes
 from spillway.errors import ConfigError
 from tests.control.plants import constant_node
 
 
 def test_trace_and_summary_agree():
-    lm = LOAD_MANAGERS["aurora"]
-    run = run_classes(constant_node(1.5), [(lm, lm.config(capacity=1.0))], duration_s=30.0)
+    run = run_classes(constant_node(1.5), [AuroraConfig(capacity=1.0)], duration_s=30.0)
     tr, c = run.traces[0], run.classes[0]
     assert len(tr.time_s) == 60 and tr.time_s[-1] == pytest.approx(30.0)
     assert sum(tr.results) == pytest.approx(c.results)
@@ -23,11 +22,10 @@ def test_trace_and_summary_agree():
 
 
 def test_errors():
-    lm = LOAD_MANAGERS["aurora"]
-    pair = (lm, lm.config())
-    with pytest.raises(ConfigError, match=r"managers needs one \(manager, config\) per class"):
-        run_classes(constant_node(1.0), [pair, pair], duration_s=1.0)
+    cfg = AuroraConfig()
+    with pytest.raises(ConfigError, match=r"managers needs one config per class \(1\), got 2"):
+        run_classes(constant_node(1.0), [cfg, cfg], duration_s=1.0)
     with pytest.raises(ConfigError, match="duration_s must be a finite number > 0, got 0"):
-        run_classes(constant_node(1.0), [pair], duration_s=0)
+        run_classes(constant_node(1.0), [cfg], duration_s=0)
     with pytest.raises(ConfigError, match=r"priorities needs one priority per class \(1\), got 2"):
-        run_classes(constant_node(1.0), [pair], duration_s=1.0, priorities=(1, 2))
+        run_classes(constant_node(1.0), [cfg], duration_s=1.0, priorities=(1, 2))

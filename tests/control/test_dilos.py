@@ -6,11 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spillway.control import LOAD_MANAGERS
 from spillway.control.aurora import AuroraConfig
 from spillway.control.aurora import initial_state as aurora_state
 from spillway.control.aurora import step as aurora_step
-from spillway.control.closed_loop import run_classes
 from spillway.control.dilos import (
     DilosConfig,
     initial_state,
@@ -19,14 +17,9 @@ from spillway.control.dilos import (
     step,
 )
 from spillway.control.load_manager import IntervalStats
-from spillway.control.queue_model import (
-    CapacitySchedule,
-    ClassLoad,
-    QueueModel,
-    QueueModelConfig,
-)
+from spillway.control.validation import CLASS_TARGETS_S, classes_model, run_dilos
 from spillway.errors import ConfigError
-from spillway.feeds.profiles import ConstantProfile, StepProfile
+from spillway.feeds.profiles import StepProfile
 
 # ---------------------------------------------------------------- Example 1 (Pham §1.2)
 # Q1 and Q2 cost 1/15 s per tuple; the scheduler runs 10 t/s of Q1 and 5 of Q2; 9 t/s arrive each.
@@ -178,43 +171,10 @@ def test_redistribute_errors(shares, usage, match):
 
 # ---------------------------------------------------------------- closed loop, QN-A-like
 
-TARGETS = (0.3, 0.4, 0.5)  # Pham QN-A, 150 ms cycles
-
-
-def qna_model(class1_profile=None) -> QueueModel:
-    """Three classes at loads 0.3/0.2/0.6 of a node of capacity 1 (slightly overloaded, SD_c)."""
-    profiles = [
-        class1_profile or ConstantProfile(n_sources=1, rate=300.0),
-        ConstantProfile(n_sources=1, rate=200.0),
-        ConstantProfile(n_sources=1, rate=600.0),
-    ]
-    classes = tuple(
-        ClassLoad(profile=p, cost_s=0.001, target_s=d, latency_s=0.01)
-        for p, d in zip(profiles, TARGETS, strict=True)
-    )
-    return QueueModel(
-        QueueModelConfig(classes=classes, capacity=CapacitySchedule(base=1.0), interval_s=0.15)
-    )
-
-
-def run_qna(name: str, dilos: bool, model: QueueModel | None = None, duration_s: float = 150.0):
-    lm = LOAD_MANAGERS[name]
-    managers = [
-        (lm, lm.config(capacity=c, **({} if name == "aurora" else {"target_s": d})))
-        for c, d in zip((0.6, 0.3, 0.1), TARGETS, strict=True)
-    ]
-    return run_classes(
-        model or qna_model(),
-        managers,
-        duration_s=duration_s,
-        priorities=(6, 3, 1),
-        dilos=DilosConfig() if dilos else None,
-    )
-
 
 @pytest.mark.parametrize("name", ["aloma", "aurora"])
 def test_dilos_lowers_the_low_class_loss_and_keeps_priorities(name):
-    separate, full = run_qna(name, False), run_qna(name, True)
+    separate, full = run_dilos(name, dilos=False), run_dilos(name, dilos=True)
     loss_sep = [c.loss for c in separate.classes]
     loss_dil = [c.loss for c in full.classes]
     assert loss_dil[2] < loss_sep[2] - 0.03
@@ -224,14 +184,14 @@ def test_dilos_lowers_the_low_class_loss_and_keeps_priorities(name):
     shares = [t.share[-1] for t in full.traces]
     assert math.fsum(shares) == pytest.approx(1.0)
     assert shares[2] > 0.4  # class 3 borrowed most of classes 1 and 2's spare
-    for c, d in zip(full.classes, TARGETS, strict=True):
+    for c, d in zip(full.classes, CLASS_TARGETS_S, strict=True):
         assert c.delay_violation_mean_s <= 0.1 * d
 
 
 def test_dilos_gives_class_1_its_capacity_back_when_its_load_rises():
     """Pham §6.2.3.1: as soon as class 1's load rises, it gets its original capacity back."""
     rising = StepProfile(n_sources=1, rate=300.0, times=[60.0], factors=[1.9])  # 0.3 → 0.57
-    run = run_qna("aloma", True, qna_model(rising), duration_s=120.0)
+    run = run_dilos("aloma", dilos=True, node=classes_model(rising), duration_s=120.0)
     tr = run.traces[0]
     share = dict(zip((round(t, 2) for t in tr.time_s), tr.share, strict=True))
     assert share[59.85] < 0.35
