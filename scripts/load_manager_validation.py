@@ -46,18 +46,22 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--pattern", choices=("on", "on-off"), default="on")
     parser.add_argument("--classes", action="store_true")
+    parser.add_argument("--noise", type=float, default=0.02, help="load-statistic noise")
     args = parser.parse_args()
     if args.classes:
         classes()
         return
     print(
         f"D = {TARGET_S:g} s, T = 0.5 s, capacity 0.99 -> 0.66 at 100 s ({args.pattern}), "
-        f"S_c input, 400 s, seeds 0..{args.seeds - 1}"
+        f"S_c input, 400 s, load noise {args.noise:g}, seeds 0..{args.seeds - 1}"
     )
     print(f"| scheme | violation (s) | violation after {RELEARNED_S:g} s (s) | loss | max rt (s) |")
     print("|---|---|---|---|---|")
     for scheme in SCHEMES:
-        rows = [run_scheme(scheme, seed=s, pattern=args.pattern) for s in range(args.seeds)]
+        rows = [
+            run_scheme(scheme, seed=s, pattern=args.pattern, load_noise=args.noise)
+            for s in range(args.seeds)
+        ]
 
         def cell(values: list[float], digits: int) -> str:
             mean = sum(values) / len(values)

@@ -82,7 +82,12 @@ class SchemeRow:
 
 
 def model(
-    *, after: float = 0.66, pattern: str = "on", seed: int = 0, duration_s: float = 400.0
+    *,
+    after: float = 0.66,
+    pattern: str = "on",
+    seed: int = 0,
+    duration_s: float = 400.0,
+    load_noise: float = 0.02,
 ) -> QueueModel:
     """The node of the validation: S_c on QN-flat-like cost, background load from 100 s.
 
@@ -105,7 +110,13 @@ def model(
         cost_s=COST_S,
         target_s=TARGET_S,
     )
-    cfg = QueueModelConfig(classes=(load,), capacity=capacity, interval_s=INTERVAL_S, seed=seed)
+    cfg = QueueModelConfig(
+        classes=(load,),
+        capacity=capacity,
+        interval_s=INTERVAL_S,
+        seed=seed,
+        load_noise=load_noise,
+    )
     return QueueModel(cfg)
 
 
@@ -116,6 +127,7 @@ def run_scheme(
     after: float = 0.66,
     pattern: str = "on",
     duration_s: float = 400.0,
+    load_noise: float = 0.02,
 ) -> SchemeRow:
     """Run one scheme of :data:`SCHEMES` on :func:`model`.
 
@@ -130,7 +142,9 @@ def run_scheme(
         raise UnknownNameError(f"unknown scheme {scheme!r}; known: {', '.join(sorted(SCHEMES))}")
     name, settings = SCHEMES[scheme]
     lm: LoadManager[Any, Any] = LOAD_MANAGERS[name]
-    node = model(after=after, pattern=pattern, seed=seed, duration_s=duration_s)
+    node = model(
+        after=after, pattern=pattern, seed=seed, duration_s=duration_s, load_noise=load_noise
+    )
     run = run_classes(node, [lm.config(**settings)], duration_s=duration_s)
     c, tr = run.classes[0], run.traces[0]
     return SchemeRow(

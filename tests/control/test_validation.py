@@ -69,3 +69,11 @@ def test_unknown_scheme_and_pattern():
         run_scheme("mavstream")
     with pytest.raises(UnknownNameError, match="pattern must be 'on' or 'on-off', got 'bursty'"):
         run_scheme("aloma", pattern="bursty")
+
+
+def test_aloma_needs_a_fluctuating_load_statistic_to_probe_upward():
+    """Alg. 1 has no upward probe at L = L_C exactly: noise-free, ALoMa over-drops for good."""
+    noisy = run_scheme("aloma", seed=0)
+    flat = run_scheme("aloma", seed=0, load_noise=0.0)
+    assert flat.loss > noisy.loss + 0.03
+    assert flat.capacity_end < 0.66 * 0.9
