@@ -61,6 +61,7 @@ from __future__ import annotations
 from spillway.control import aloma, aurora, ctrl, seamless
 from spillway.control.capacity import (
     NodeBudget,
+    batch_span,
     capacity_tuples,
     node_budget,
     per_tuple_only_capacity,
@@ -163,6 +164,7 @@ __all__ = [
     "LoadManager",
     "LoadManagerConfig",
     "NodeBudget",
+    "batch_span",
     "OverloadConfig",
     "OverloadDecision",
     "Redistribution",

@@ -10,7 +10,8 @@ import pytest
 
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError
-from spillway.spark.node import RESULT_COLUMNS, Node, feed_seed, plan_layout
+from spillway.config import feed_seed
+from spillway.spark.node import RESULT_COLUMNS, Node, plan_layout
 from tests.spark.test_controller import RandomShare
 
 
@@ -31,11 +32,10 @@ def _config(tmp_path, **kw):
 def test_plan_layout_and_seeds():
     cfg = NodeConfig(queries=_queries() + (QuerySpec(name="a2", kind="avg", feed="gaussian"),))
     layout = plan_layout(cfg)
-    assert [(p.name, p.window_s, p.kinds, p.query_ids) for p in layout] == [
-        ("mixed-0.5s", 0.5, {"avg": (0, 1), "max": (2,)}, [0, 1, 2]),
-        ("avg-1s", 1.0, {"avg": (3,)}, [3]),
+    # ONE plan whatever the windows: every query keeps its own window inside it
+    assert [(p.name, p.windows, p.kinds, p.query_ids) for p in layout] == [
+        ("mixed", {0: 0.5, 1: 0.5, 2: 0.5, 3: 1.0}, {"avg": (0, 1, 3), "max": (2,)}, [0, 1, 2, 3])
     ]
-    # One window: one plan, named after its kind, or "mixed" when it has several.
     assert [p.name for p in plan_layout(NodeConfig(queries=_queries()))] == ["mixed"]
     assert [p.name for p in plan_layout(NodeConfig(queries=_queries()[:2]))] == ["avg"]
     assert len({feed_seed(3, i) for i in range(100)}) == 100
