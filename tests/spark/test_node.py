@@ -8,8 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from spillway.config import NodeConfig, QuerySpec, feed_seed
+from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError
+from spillway.config import feed_seed
 from spillway.spark.node import RESULT_COLUMNS, Node, plan_layout
 from tests.spark.test_controller import RandomShare
 
