@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, ClassVar, Generic, NamedTuple, TypeVar
 
 from spillway.errors import ConfigError
@@ -291,8 +291,6 @@ class LoadManager(Generic[C, S]):
         ConfigError
             A setting the config does not have, or a value that breaks its rules.
         """
-        from dataclasses import fields
-
         known = {f.name for f in fields(self.config_class)}  # type: ignore[arg-type]
         unknown = sorted(set(settings) - known)
         if unknown:
