@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import dataclasses
 import importlib
+import json
 import math
 import shutil
 import sys
@@ -492,24 +493,38 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     The module contract (``spillway.experiments``): ``config = make_config(quick=, seed=)``,
     then ``run(config, out_dir)`` writes summary.json, CSV, plots and report.md into ``out_dir``.
+    Prints every check's verdict (``PASS``/``FAIL``/``n/a`` and why), then the report's path.
+    A ``FAIL`` is a finding of a completed run, not an error: the exit code stays 0.
     """
     module = _lookup("experiment", args.name, _registry("spillway.experiments", "EXPERIMENTS"))
     config = module.make_config(quick=args.quick, seed=args.seed)
     out = _out_dir(args.out, f"{args.name}-{_utc_stamp()}", overwrite=args.overwrite)
     with to_stream(sys.stderr):
-        module.run(config, out)
+        summary = module.run(config, out)
+    _print_checks(summary)
     report = out / "report.md"
     print(report if report.exists() else out)
     return EXIT_OK
 
 
+def _print_checks(summary: Any) -> None:
+    """Print every check's verdict and the count line (a FAIL is a finding: exit code 0)."""
+    from spillway.experiments.checks import console_lines, from_dicts
+
+    checks = from_dicts(summary.get("checks") if isinstance(summary, Mapping) else None)
+    if checks:
+        print("\n".join(console_lines(checks)))
+
+
 # --------------------------------------------------------------------------- bench
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``spillway bench``: run the selected benchmarks into the report folder and print the
-    report's path (:func:`spillway.bench.command.run_benchmarks` does the work)."""
+    """``spillway bench``: run the selected benchmarks into the report folder, print every
+    check's verdict and the report's path (:func:`spillway.bench.command.run_benchmarks` does
+    the work; a FAIL is a finding, the exit code stays 0)."""
     out = _out_dir(args.out, f"bench-{_utc_stamp()}", overwrite=args.overwrite)
     with to_stream(sys.stderr):
         path = run_benchmarks(out, names=args.only, quick=args.quick, seed=args.seed)
+    _print_checks(json.loads((out / "summary.json").read_text()))
     print(path)
     return EXIT_OK
 

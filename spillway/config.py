@@ -193,7 +193,7 @@ class NodeConfig:
         for ``cod`` or ``uniform``: a fixed shed fraction, shed at every interval); checked
         when the config is made.
     seed : seed of feeds and policy; the same seed and config give the same decisions.
-    trigger_s : trigger interval = shedding interval (DESIGN §3).
+    trigger_s : trigger interval = shedding interval (docs/design.md, "Data flow on Spark").
     stw_s : source time window for SIC (THEMIS §4; 10 s in the paper).
     overload : when set, the node first measures its capacity and then scales every query's
         rate so the total arrival rate is ``overload`` times that capacity.

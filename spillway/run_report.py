@@ -28,8 +28,8 @@ Definitions used throughout:
 - *feeds that end* (a replayed file without ``loop``): a query's figures cover the intervals
   before its feed ended, the node's those before the last feed ended; ``feeds_ended`` lists
   when.
-- *latency*: from a window's last input arrival to its result (DESIGN §3), per result window,
-  p95 over the windows that end in the steady part; the target is the query's
+- *latency*: from a window's last input arrival to its result (:mod:`spillway.spark.sink`), per
+  result window, p95 over the windows that end in the steady part; the target is the query's
   ``latency_target_s`` or, by default, 3 trigger intervals plus the window length
   (``latency_bound_s`` is that bound for the longest window). Window times are counted from
   the first result window of the run, which starts at feed time 0; a window belongs to the
@@ -75,7 +75,7 @@ from spillway.quality.metrics import jain_index
 from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
-#: Trigger intervals a result may take beyond its window before it counts as late (DESIGN §3).
+#: Trigger intervals a result may take beyond its window before it counts as late.
 LATENCY_TRIGGERS = 3
 
 
@@ -92,7 +92,7 @@ def finite_jain(values: Sequence[float] | np.ndarray) -> float:
 
 
 def latency_target(q: QuerySpec, trigger_s: float) -> float:
-    """The query's latency target: its own, or 3 trigger intervals plus its window (DESIGN §3).
+    """The query's latency target: its own, or 3 trigger intervals plus its window.
 
     >>> latency_target(QuerySpec(name="q", kind="avg", feed="gaussian", window_s=2.0), 1.0)
     5.0

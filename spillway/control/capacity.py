@@ -1,7 +1,7 @@
 """The node's budget per shedding interval, from the fitted costs of its Spark plans.
 
 A node runs one Spark plan per query shape; the plans share the node's executors, so capacity is
-one node-level budget of executor time per shedding interval (= trigger interval, DESIGN §3):
+one node-level budget of executor time per shedding interval (= trigger interval, docs/design.md):
 
     budget = headroom · interval − Σ_{plans that will run} overhead_p,
 
@@ -34,7 +34,8 @@ Examples
 
 References
 ----------
-THEMIS §6 "Cost model" and "Overload detection"; DESIGN §3 "Cost model".
+THEMIS §6 "Cost model" and "Overload detection"; docs/design.md, "Decisions where the papers
+are silent or wrong" (cost model).
 """
 
 from __future__ import annotations

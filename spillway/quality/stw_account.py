@@ -210,11 +210,12 @@ class SourceTimeAccount:
         a, b = lo_q[q], hi_q[q]
         width = t1 - t0
         overlap = np.minimum(t1, b) - np.maximum(t0, a)
-        share = np.where(
-            width > 0,
-            np.clip(overlap / np.where(width > 0, width, 1.0), 0.0, 1.0),
-            ((t0 >= a) & (t0 < b)).astype(np.float64),
-        )
+        with np.errstate(over="ignore", invalid="ignore"):
+            share = np.where(
+                width > 0,
+                np.clip(overlap / np.where(width > 0, width, 1.0), 0.0, 1.0),
+                ((t0 >= a) & (t0 < b)).astype(np.float64),
+            )
         return np.bincount(q, weights=m * share, minlength=self.n_queries)
 
     def fraction(self, lo: Any, hi: Any, numerator: str = "results") -> np.ndarray:

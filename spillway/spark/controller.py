@@ -28,7 +28,7 @@ controller decides for every plan at once (THEMIS's node-level shedder over the 
 buffer):
 
 1. per plan, the batch end ``t_end = floor(k·trigger / window) · window`` (batches hold whole
-   windows, SPARK.md), and per lane the tuples arrived by then (``feed.count``);
+   windows, docs/design.md), and per lane the tuples arrived by then (``feed.count``);
 2. backlog per lane = arrived by ``t_end`` − decided;
 3. tuple SIC per lane from a :class:`~spillway.quality.StwCounter` pushed with every slide's
    arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);

@@ -1,6 +1,6 @@
 """A spillway node on Spark: controller + channel + one streaming query per window + listener.
 
-:class:`Node` is what the CLI runs (SPARK.md). Like THEMIS's node it has ONE input buffer and
+:class:`Node` is what the CLI runs (docs/design.md). Like THEMIS's node it has ONE input buffer and
 takes one admission decision per interval: normally ONE Spark streaming query, fed by one
 spillway source that carries the tuples of ALL the node's logical queries whatever their kind
 (told apart by ``query_id``). Its ``foreachBatch`` sink evaluates every kind present in the
