@@ -433,6 +433,7 @@ class _Interval:
     span: int = 1
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan
+    per_arrived_s: float = math.nan
     processed: int = 0
     batch_s: float = 0.0
 
@@ -469,6 +470,26 @@ def _group_counts(
         table[present] = np.arange(present.size)
         inv = table[keys - lo]
     return present + lo, counts[present].astype(np.int64), inv
+
+
+def _covered(start: Any, end: Any) -> int | None:
+    """Tuples between two offsets of a plan (kept or shed); None when either is missing or not
+    a spillway offset.
+
+    >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
+    ...      "sic": [0.1, 0.1]}
+    >>> _covered(a, dict(a, b=2, end=[9, 10])), _covered(None, a)
+    (7, None)
+    """
+    if start is None or end is None:
+        return None
+    try:
+        s, e = PlanOffset.from_json(start), PlanOffset.from_json(end)
+    except InputDataError:
+        return None
+    if s.n_lanes != e.n_lanes:
+        return None
+    return int(sum(max(b - a, 0) for a, b in zip(s.end, e.end, strict=True)))
 
 
 def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> np.ndarray:
@@ -618,6 +639,8 @@ class NodeController:
         )
         #: Feed time (µs) up to which every query's input has been decided.
         self._query_t_us = np.zeros(self.n_queries, dtype=np.int64)
+        #: Per query, (origin, speed) of its feed's own event clock, or None (the node's clock).
+        self._event_clock = [q.feed.event_clock() for q in self._queries]
         account = getattr(self.coordinator, "account", None)
         #: SIC mass by source time (arrived, admitted and, with a coordinator, results).
         self.account: SourceTimeAccount = (
@@ -804,10 +827,29 @@ class NodeController:
         the last end of each query's window at or before ``k · trigger``. Windows are aligned
         to multiples of their length in Unix time (as the sink and Spark's ``window`` compute
         them), not to the epoch, which is only on the trigger's grid; 0 before the first
-        window end after the epoch (the first window holds what arrived since the epoch)."""
+        window end after the epoch (the first window holds what arrived since the epoch).
+        A feed with its own event clock (a replayed file) has windows in the data's time: the
+        arrival time (rounded down to µs) of the last window end in its event time."""
         w = self.query_window_us[qids]
         e = self.epoch_us
-        return np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        out = np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        for j, q in enumerate(qids.tolist()):
+            clock = self._event_clock[q]
+            if clock is not None:
+                origin, speed = clock
+                end = self._event_end(k, q)
+                out[j] = max(int(math.floor((end - origin) / speed * 1e6)), 0)
+        return out
+
+    def _event_end(self, k: int, q: int) -> float:
+        """The last window end (event seconds) of query ``q`` at or before boundary ``k``, for
+        a feed with its own event clock."""
+        clock = self._event_clock[q]
+        assert clock is not None
+        origin, speed = clock
+        w = self.query_window_us[q] / 1e6
+        now = origin + speed * k * self.config.trigger_s
+        return math.floor(now / w + 1e-9) * w
 
     def _adopt_epoch(self, epoch_us: int) -> None:
         self._set_epoch(epoch_us)
@@ -884,8 +926,13 @@ class NodeController:
         t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
         arrived_end = self._decided.copy()
         for q in self._queries:
-            if t1_us[q.query_id] > t0_us[q.query_id]:
-                arrived_end[self._query_lanes[q.query_id]] = q.feed.count(t1_us[q.query_id] / 1e6)
+            i = q.query_id
+            if t1_us[i] > t0_us[i]:
+                arrived_end[self._query_lanes[i]] = (
+                    q.feed.count(t1_us[i] / 1e6)
+                    if self._event_clock[i] is None
+                    else q.feed.count_until_event(self._event_end(k, i))
+                )
         count = np.maximum(arrived_end - self._decided, 0)
         lo = self._decided.copy()
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
@@ -1001,6 +1048,7 @@ class NodeController:
                 span=self._span,
                 overhead_s=sum(e.overhead_s for e in est.values()),
                 per_tuple_s=float(np.mean([e.per_tuple_s for e in est.values()])),
+                per_arrived_s=float(np.mean([e.per_arrived_s for e in est.values()])),
             ),
         )
         self._k_last = k
@@ -1186,6 +1234,7 @@ class NodeController:
             interval_s=cfg.trigger_s * self._span,
             headroom=cfg.headroom,
             running=running or None,
+            arrived={self._plan_names[i]: float(n) for i, n in enumerate(per_plan)},
         )
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
@@ -1284,12 +1333,19 @@ class NodeController:
         duration_s: float,
         end_offset: Mapping[str, Any] | str | None = None,
         batch_id: int | None = None,
+        start_offset: Mapping[str, Any] | str | None = None,
     ) -> None:
         """A micro-batch of ``plan`` finished (from the listener): feed its cost model and
-        attribute its rows and duration to the interval its end offset was decided at."""
+        attribute its rows and duration to the interval its end offset was decided at. With
+        both offsets, the tuples its range covered (kept or shed) enter the cost model's
+        per-arrived term."""
         with self._lock:
             st = self._plan(plan)
-            st.cost = observe(self.config.cost_model, st.cost, int(rows), float(duration_s))
+            arrived = _covered(start_offset, end_offset)
+            arrived = None if arrived is None or arrived < int(rows) else arrived
+            st.cost = observe(
+                self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived
+            )
             boundary = None
             if end_offset is not None:
                 try:
@@ -1341,6 +1397,7 @@ class NodeController:
                     span=r.span,
                     overhead_s=r.overhead_s,
                     per_tuple_s=r.per_tuple_s,
+                    per_arrived_s=r.per_arrived_s,
                 )
                 for k in self._order
                 for r in (self._intervals[k],)

@@ -418,3 +418,28 @@ def test_one_plan_of_several_kinds_gets_every_lane_and_one_cost_model():
     # one offset carries all 6 lanes; the joint decision kept 40 of the 100 tuples arrived
     assert len(o["end"]) == 6 and sum(o["end"]) == 100 and sum(o["keep"]) == 40
     assert list(c.cost_estimates()) == ["mixed"]  # lanes of one plan share one per-tuple cost
+
+
+def test_arrived_tuples_enter_the_cost_model_and_the_budget():
+    # Batches that shed: every tuple their offsets cover (kept or not) costs 2e-6 s.
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
+    c = _controller(cost_model=cm, capacity_reach=None)
+    start = c.initial_offset("avg")
+    lanes = len(start["end"])
+    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
+        end = dict(start, b=start["b"] + 1, end=[e + came // lanes for e in start["end"]])
+        covered = (came // lanes) * lanes
+        c.observe_batch(
+            "avg",
+            rows=kept,
+            duration_s=0.1 + 1e-5 * kept + 2e-6 * covered,
+            end_offset=end,
+            start_offset=start,
+        )
+        start = end
+    est = c.cost_estimates()["avg"]
+    assert est.per_arrived_s == pytest.approx(2e-6, rel=0.1)
+    assert est.per_tuple_s == pytest.approx(1e-5, rel=0.1)
+    # the decision's budget for kept tuples is what the arrivals leave
+    c.latest_offset("avg", c.initial_offset("avg"))
+    assert c.history()[-1].per_arrived_s > 0
