@@ -36,3 +36,13 @@ class InputDataError(SpillwayError):
 
 class ControlChannelError(SpillwayError):
     """The loopback channel to the NodeController failed (refused, timed out, wrong key)."""
+
+
+class BrokerError(SpillwayError):
+    """The local Kafka broker of ``spillway kafka`` could not be fetched, started or stopped
+    (jars not fetched, Maven or Java missing, a port taken, the broker process exited)."""
+
+
+class KafkaClientError(SpillwayError):
+    """Talking to a Kafka cluster failed: the bootstrap servers are unreachable, a topic or
+    partition does not exist, an offset range is not in the log, or the broker refused a write."""
