@@ -52,7 +52,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -353,14 +352,6 @@ def _format_storage(config: BrokerConfig, log: Path) -> str:
     return cid
 
 
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child between fork and exec
-    """Linux: the broker gets SIGTERM when the process that started it dies (test sessions)."""
-    import ctypes
-
-    with contextlib.suppress(Exception):
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-
-
 # --------------------------------------------------------------------------- start / stop
 def start(
     config: BrokerConfig,
@@ -373,9 +364,9 @@ def start(
     Parameters
     ----------
     config : where and how to run it.
-    die_with_parent : stop the broker when this process dies (Linux; for test sessions, so a
-        crashed session leaves no broker behind). ``spillway kafka up`` leaves it False: the
-        broker outlives the command.
+    die_with_parent : stop the broker when this process dies (Linux, through util-linux's
+        ``setpriv --pdeathsig``; for test sessions, so a crashed session leaves no broker
+        behind). ``spillway kafka up`` leaves it False: the broker outlives the command.
     clock : monotonic seconds, for the start timeout.
 
     Returns
@@ -416,6 +407,9 @@ def start(
     log = config.data_dir / LOG_FILE
     cluster_id = _format_storage(config, log)
     cmd = _java_cmd(config, "kafka.Kafka", str(config.data_dir / "server.properties"))
+    setpriv = shutil.which("setpriv") if die_with_parent else None
+    if setpriv is not None:  # Linux util-linux: SIGTERM to the broker when we die
+        cmd = [setpriv, "--pdeathsig", "TERM", *cmd]
     with open(log, "a") as out:
         proc = subprocess.Popen(
             cmd,
@@ -424,7 +418,6 @@ def start(
             stdin=subprocess.DEVNULL,
             cwd=config.data_dir,
             start_new_session=True,
-            preexec_fn=_die_with_parent if die_with_parent and sys.platform == "linux" else None,
         )
     state = BrokerState(
         pid=proc.pid,

@@ -139,3 +139,25 @@ def test_default_data_dir(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SPILLWAY_KAFKA_DIR")
     monkeypatch.setenv("XDG_STATE_HOME", "/s")
     assert broker.default_data_dir() == Path("/s/spillway/kafka")
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="parent-death signal is Linux's")
+def test_a_test_broker_dies_with_its_session(tmp_path: Path) -> None:
+    """A crashed test process leaves no broker behind (die_with_parent)."""
+    import subprocess
+
+    code = (
+        "import os; from pathlib import Path; from spillway.kafka import broker; "
+        f"s = broker.start(broker.BrokerConfig(data_dir=Path({str(tmp_path)!r})), "
+        "die_with_parent=True); print(s.pid, flush=True); os._exit(0)"
+    )
+    pid = int(
+        subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    deadline = time.monotonic() + 30
+    while broker._alive(pid):
+        assert time.monotonic() < deadline, f"broker {pid} outlived the process that started it"
+        time.sleep(0.1)
+    assert broker.read_state(tmp_path) is None
