@@ -1,7 +1,7 @@
 """The node's budget per shedding interval, from the fitted costs of its Spark plans.
 
 A node runs one Spark plan per query shape; the plans share the node's executors, so capacity is
-one node-level budget of executor time per shedding interval (= trigger interval, DESIGN §3):
+one node-level budget of executor time per shedding interval (= trigger interval, docs/design.md):
 
     budget = headroom · interval − Σ_{plans that will run} overhead_p,
 
@@ -34,7 +34,8 @@ Examples
 
 References
 ----------
-THEMIS §6 "Cost model" and "Overload detection"; DESIGN §3 "Cost model".
+THEMIS §6 "Cost model" and "Overload detection"; docs/design.md, "Decisions where the papers
+are silent or wrong" (cost model).
 """
 
 from __future__ import annotations
@@ -81,7 +82,8 @@ class NodeBudget:
     headroom : fraction of the interval the controller may fill.
     total_s : ``headroom · interval_s``.
     overhead_s : sum of the fixed costs of the plans that will run.
-    available_s : ``max(0, total_s − overhead_s)``: seconds left for per-tuple work.
+    arrived_s : what the interval's arrivals cost whether kept or not (their per-arrived cost).
+    available_s : ``max(0, total_s − overhead_s − arrived_s)``: seconds left for kept tuples.
     per_tuple_s : per-tuple cost (s) of every plan with an estimate.
     running : the plans whose overhead was subtracted.
 
@@ -103,6 +105,7 @@ class NodeBudget:
     total_s: float
     overhead_s: float
     available_s: float
+    arrived_s: float = 0.0
     per_tuple_s: Mapping[str, float] = field(default_factory=dict)
     running: tuple[str, ...] = ()
 
@@ -145,6 +148,7 @@ def node_budget(
     interval_s: float,
     headroom: float = 0.8,
     running: Iterable[str] | None = None,
+    arrived: Mapping[str, float] | None = None,
 ) -> NodeBudget:
     """The node's budget for the next shedding interval.
 
@@ -155,6 +159,8 @@ def node_budget(
     headroom : fraction of the interval to fill; the rest absorbs estimation noise.
     running : plans that will run a micro-batch this interval (default: all of them). A plan
         with nothing to process does not start a batch, so its overhead is not spent.
+    arrived : tuples each plan's batch covers, kept or not; their per-arrived cost
+        (:attr:`CostEstimate.per_arrived_s`) is spent whatever is kept.
 
     Raises
     ------
@@ -166,13 +172,15 @@ def node_budget(
     _check_interval(interval_s, headroom)
     plans = tuple(sorted(estimates)) if running is None else tuple(dict.fromkeys(running))
     overhead = sum(_plan(estimates, p).overhead_s for p in plans)
+    seen = sum(_plan(estimates, p).per_arrived_s * float(n) for p, n in (arrived or {}).items())
     total = headroom * interval_s
     return NodeBudget(
         interval_s=float(interval_s),
         headroom=float(headroom),
         total_s=total,
         overhead_s=overhead,
-        available_s=max(0.0, total - overhead),
+        arrived_s=seen,
+        available_s=max(0.0, total - overhead - seen),
         per_tuple_s={p: e.per_tuple_s for p, e in estimates.items()},
         running=plans,
     )
@@ -240,3 +248,42 @@ def per_tuple_only_capacity(
     if rows == 0 or duration_s == 0:
         return math.inf
     return headroom * interval_s / (duration_s / rows)
+
+
+def batch_span(
+    overhead_s: float,
+    interval_s: float,
+    headroom: float = 0.8,
+    *,
+    current: int = 1,
+    share: float = 0.75,
+    limit: int = 4,
+    slack: float = 0.8,
+) -> int:
+    """How many shedding intervals one micro-batch should span so its fixed cost fits.
+
+    A micro-batch costs ``overhead_s`` whatever it holds; when that is most of the budget
+    ``headroom · interval`` there is almost nothing left for tuples, and shedding everything
+    would not even bring the batch under the interval. So the node lets a batch span ``m``
+    intervals: the smallest ``m`` (at most ``limit``) with ``overhead_s <= share · headroom ·
+    m · interval`` (a quarter of the budget stays for tuples). Coming down is damped: from ``current`` the span only falls by one, once
+    the overhead fits a span of ``current - 1`` with ``slack`` to spare (noisy overhead
+    estimates do not make batches alternate between spans).
+
+    Examples
+    --------
+    >>> batch_span(0.5, 1.0), batch_span(0.7, 1.0), batch_span(5.0, 1.0)
+    (1, 2, 4)
+    >>> batch_span(0.55, 1.0, current=2), batch_span(0.4, 1.0, current=3)
+    (2, 2)
+    """
+    _check_interval(interval_s, headroom)
+    if not (isinstance(limit, int) and limit >= 1):
+        raise ConfigError(f"limit must be an int >= 1, got {limit!r}")
+    per = share * headroom * interval_s
+    need = min(limit, max(1, math.ceil(overhead_s / per - 1e-9)))
+    if need >= current:
+        return need
+    if overhead_s <= slack * per * (current - 1):
+        return current - 1
+    return current
