@@ -12,13 +12,14 @@ Each tuple becomes one message:
   ``key``, ``value`` and ``event_time`` (ISO 8601 UTC to the millisecond, or epoch milliseconds),
   plus any further payload column of the feed; read it in Spark with the schema
   ``source INT, seq BIGINT, key BIGINT, value DOUBLE, event_time TIMESTAMP``;
-- key: the tuple's ``key`` as text (or its ``source``, or none);
+- key: the tuple's ``key`` as text (or its ``source``, or none); a feed with text keys (a
+  replayed file with keys such as ``"JFK-LAX"``) sends those texts, in the value too;
 - partition: ``source mod partitions`` (or the Java client's hash of the key);
 - timestamp: the event time (or the arrival time).
 
 Event time: a generated feed's tuples happen when they arrive, so their event time is the run's
-start (wall clock) plus their arrival time; a replayed file keeps its recorded times (date-time
-columns as they are, numeric ones as epoch seconds).
+start (wall clock) plus their arrival time; a feed with its own event clock (a replayed file)
+keeps its recorded times (date-time columns as they are, numeric ones as epoch seconds).
 
 Examples
 --------
@@ -221,14 +222,15 @@ class ProduceSummary:
 
 
 def event_seconds(feed: Feed, source: int, index: np.ndarray, start_epoch_s: float) -> np.ndarray:
-    """Event times (epoch seconds) of tuples ``index``: recorded times for a feed that has them
-    (it overrides :meth:`Feed.event_time`), else the run's start plus the arrival time.
+    """Event times (epoch seconds) of tuples ``index``: the feed's own recorded times when it
+    has an :meth:`~spillway.feeds.base.Feed.event_clock` (a replayed file), else the run's
+    start plus the arrival time.
 
     >>> from spillway.testing import ListFeed
     >>> event_seconds(ListFeed(times=[[0.5]], values=[[1.0]]), 0, np.array([0]), 100.0)
     array([100.5])
     """
-    if type(feed).event_time is Feed.event_time:
+    if feed.event_clock() is None:
         return start_epoch_s + feed.arrival_time(source, index)
     return np.asarray(feed.event_time(source, index), dtype=np.float64)
 
@@ -251,10 +253,10 @@ class _Batcher:
         cols: dict[str, Any] = {
             "source": np.full(n, source, dtype=np.int64),
             "seq": index,
-            "key": payload["key"],
+            "key": payload["key_text"] if "key_text" in payload else payload["key"],
             "value": payload["value"],
         }
-        cols.update({k: v for k, v in payload.items() if k not in cols})
+        cols.update({k: v for k, v in payload.items() if k not in cols and k != "key_text"})
         cols["event_time"] = event_ms.astype("datetime64[ms]")
         values = encode(cols, fmt=cfg.value_format, time_format=cfg.time_format)
         keys = None

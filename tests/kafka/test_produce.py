@@ -168,3 +168,32 @@ def test_existing_topic_keeps_its_partitions(kafka_topics: KafkaTopics) -> None:
     summary = produce_feed(cfg, kafka_topics.conn)
     assert summary.partitions == 1
     assert partition_offsets(kafka_topics.conn, topic)[0].latest == summary.sent
+
+
+def test_replayed_file_keeps_its_text_keys_and_recorded_times(tmp_path: Any) -> None:
+    path = tmp_path / "rides.csv"
+    path.write_text(
+        "when,route,fare\n"
+        "2024-03-01T10:00:00Z,JFK-LAX,10.5\n"
+        '2024-03-01T10:00:30Z,"SFO, T2-SEA",7.25\n'
+        "2024-03-01T10:01:00Z,JFK-LAX,12.0\n"
+    )
+    options = (
+        ("path", str(path)),
+        ("time_column", "when"),
+        ("value_column", "fare"),
+        ("key_column", "route"),
+        ("speed", 60.0),  # a recorded minute per second
+    )
+    cfg = ProduceConfig(topic="t", feed="replay", feed_options=options, duration_s=2.0)
+    _, rec, _ = _run(cfg)
+    rows = [json.loads(v) for call in rec.calls for v in call["values"]]
+    assert [r["key"] for r in rows] == ["JFK-LAX", "SFO, T2-SEA", "JFK-LAX"]
+    assert [r["event_time"] for r in rows] == [
+        "2024-03-01T10:00:00.000Z",
+        "2024-03-01T10:00:30.000Z",
+        "2024-03-01T10:01:00.000Z",
+    ]
+    assert [k for call in rec.calls for k in call["keys"]] == ["JFK-LAX", "SFO, T2-SEA", "JFK-LAX"]
+    stamps = [t for call in rec.calls for t in call["timestamps_ms"]]
+    assert stamps == [1709287200000, 1709287230000, 1709287260000]
