@@ -13,7 +13,7 @@ fetch, up to a million records or 128 MiB queued ahead) while Python takes up to
 messages per call; the columns are then built with one list comprehension each and handed to
 Arrow, with no per-row branching. Python's cyclic garbage collector is paused during a read:
 the million message objects of a large range would otherwise trigger collections that scan
-them all again (measured: half the rate). Reading the next
+them all again. Reading the next
 range of a partition where the last one ended keeps the consumer's prefetched records (no
 re-seek), so consecutive micro-batches of a lane stream without a pause.
 
