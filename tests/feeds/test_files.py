@@ -58,3 +58,28 @@ def test_an_unreadable_file_is_an_input_error(tmp_path) -> None:
         count_records(bad, "parquet")
     with pytest.raises(InputDataError, match="cannot read the Parquet file .*bad.parquet"):
         read_records(bad, "parquet")
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_the_fast_paths_agree_with_the_kafka_parser_line_by_line(fmt) -> None:
+    from spillway.feeds.files import parse_lines
+    from spillway.kafka.parse import parse_table
+
+    schema = parse_schema("route string, fare double, n bigint, ok boolean")
+    good = (
+        '{"route": "R%d", "fare": %d.5, "n": %d, "ok": true}'
+        if fmt == "json"
+        else "R%d,%d.5,%d,true"
+    )
+    bad = (
+        ["{oops", '{"route": "x"}', '{"route": "x", "fare": "y", "n": 1, "ok": true}', "[1]", ""]
+        if fmt == "json"
+        else ["x,1.5", "x,y,1,true", ",1.5,1,true", "x,1.5,1.5,true", "x,1.5,1,maybe"]
+    )
+    lines = [(good % (i, i, i)).encode() for i in range(300)]
+    for j, b in enumerate(bad):
+        lines[40 * j + 7] = b.encode()
+    table, errors = parse_lines(lines, fmt, schema)
+    ref, ref_errors = parse_table(lines, fmt, schema)
+    assert errors == ref_errors and len(errors) == len(bad)
+    assert table.equals(ref)
