@@ -135,8 +135,8 @@ def parse_lines(
     if good.all():
         return _parse_good(values, fmt, schema)
     at_good, at_bad = np.flatnonzero(good), np.flatnonzero(~good)
-    t_good, e_good = _parse_good([values[i] for i in at_good], fmt, schema)
-    t_bad, e_bad = parse_table([values[i] for i in at_bad], fmt, schema)
+    t_good, e_good = _parse_good([values[i] for i in at_good.tolist()], fmt, schema)
+    t_bad, e_bad = parse_table([values[i] for i in at_bad.tolist()], fmt, schema)
     order = np.argsort(np.concatenate([at_good, at_bad]), kind="stable")
     table = pa.concat_tables([t_good, t_bad]).take(pa.array(order)).combine_chunks()
     errors = {int(at_good[i]): w for i, w in e_good.items()}
