@@ -70,3 +70,23 @@ def test_the_readme_folder_config_runs(tmp_path, monkeypatch) -> None:
     assert rows and {r["raw"] for r in rows} <= set(bad)
     assert len({(r["topic"], r["offset"]) for r in rows}) == len(rows)  # each once
     assert (tmp_path / "incoming" / "_spillway" / "manifest.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ({"path": "nope"}, r"folder option 'path': '.*nope' is not a folder; create it"),
+        ({"format": "xml"}, "folder option 'format' must be one of json, csv, parquet, got 'xml'"),
+        ({"schema": "route text"}, "schema: field 'route' has type 'text'"),
+    ],
+)
+def test_a_bad_folder_source_is_one_line_and_exit_2(tmp_path, capsys, change, message) -> None:
+    (tmp_path / "incoming").mkdir()
+    text = _readme_config()
+    for key, value in change.items():
+        text = re.sub(rf'{key} = "[^"]*"', f'{key} = "{value}"', text, count=1)
+    (tmp_path / "folder.toml").write_text(text)
+    argv = ["run", "--config", str(tmp_path / "folder.toml"), "--duration", "1", "--no-live"]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and re.search(message, err), err
