@@ -316,6 +316,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dead_letter_counts(node: Any) -> dict[str, dict[str, int]] | None:
+    """Per query reading a log, its records set aside (None for a node without them)."""
+    dead = getattr(node, "dead_letters", None)
+    return dead.counts() if dead is not None and hasattr(dead, "counts") else None
+
+
 def _overwrite_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overwrite",
@@ -484,6 +490,7 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
         failure=failure if failed is not None else None,
         calibration=getattr(node, "calibration", None),
         feeds_end_s=getattr(node, "feeds_end_s", None),
+        dead_letters=_dead_letter_counts(node),
     )
     print(report)
     if failed is not None:

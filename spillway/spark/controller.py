@@ -646,6 +646,12 @@ class NodeController:
         self._query_t_us = np.zeros(self.n_queries, dtype=np.int64)
         #: Per query, (origin, speed) of its feed's own event clock, or None (the node's clock).
         self._event_clock = [q.feed.event_clock() for q in self._queries]
+        #: Per query, how late its records may arrive (µs): a log's windows are decided that
+        #: long after they end, so records still on their way are not late (Feed.lateness_s).
+        self._lateness_us = np.array(
+            [int(round(float(getattr(q.feed, "lateness_s", 0.0)) * 1e6)) for q in self._queries],
+            dtype=np.int64,
+        )
         account = getattr(self.coordinator, "account", None)
         #: SIC mass by source time (arrived, admitted and, with a coordinator, results).
         self.account: SourceTimeAccount = (
@@ -832,7 +838,8 @@ class NodeController:
 
     def _t_end_us(self, k: int, qids: np.ndarray) -> np.ndarray:
         """Feed time (µs) the decision at boundary ``k`` decides the queries ``qids`` up to:
-        the last end of each query's window at or before ``k · trigger``. Windows are aligned
+        the last end of each query's window at or before ``k · trigger`` (less the feed's
+        ``lateness_s``: a log's window is decided once its late records had time to arrive). Windows are aligned
         to multiples of their length in Unix time (as the sink and Spark's ``window`` compute
         them), not to the epoch, which is only on the trigger's grid; 0 before the first
         window end after the epoch (the first window holds what arrived since the epoch).
@@ -840,7 +847,8 @@ class NodeController:
         arrival time (rounded down to µs) of the last window end in its event time."""
         w = self.query_window_us[qids]
         e = self.epoch_us
-        out = np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        now = e + k * self.config.trigger_us - self._lateness_us[qids]
+        out = np.maximum((now // w) * w - e, 0)
         for j, q in enumerate(qids.tolist()):
             clock = self._event_clock[q]
             if clock is not None:
