@@ -322,6 +322,16 @@ def _dead_letter_counts(node: Any) -> dict[str, dict[str, int]] | None:
     return dead.counts() if dead is not None and hasattr(dead, "counts") else None
 
 
+def _log_lag(node: Any) -> dict[str, dict[str, int]] | None:
+    """Per query reading a log, its consumer lag per partition now (None when the node has
+    no controller or the log cannot be read any more)."""
+    try:
+        ctl = getattr(node, "controller", None)
+        return dict(ctl.log_lag()) if ctl is not None and hasattr(ctl, "log_lag") else None
+    except SpillwayError:  # not started, or the broker is gone
+        return None
+
+
 def _overwrite_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overwrite",
@@ -491,6 +501,7 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
         calibration=getattr(node, "calibration", None),
         feeds_end_s=getattr(node, "feeds_end_s", None),
         dead_letters=_dead_letter_counts(node),
+        log_lag=_log_lag(node),
     )
     print(report)
     if failed is not None:

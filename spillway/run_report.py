@@ -237,6 +237,7 @@ def summarise_run(
     calibration: Mapping[str, Any] | None = None,
     feeds_end_s: Mapping[str, float | None] | None = None,
     dead_letters: Mapping[str, Mapping[str, int]] | None = None,
+    log_lag: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The numbers of a run, as written to ``summary.json`` (definitions in the module doc).
 
@@ -254,6 +255,8 @@ def summarise_run(
     feeds_end_s : per query, the feed time its feed ended (None: never).
     dead_letters : per query reading a log (a Kafka topic), its records set aside:
         ``malformed`` and ``late`` (``Node.dead_letters.counts()``); absent for other feeds.
+    log_lag : per query reading a log, its consumer lag per partition at the end of the run
+        (``NodeController.log_lag()``).
     """
     names = [q.name for q in config.queries]
     dead = dead_letters or {}
@@ -328,6 +331,8 @@ def summarise_run(
                 # records of a log set aside (not parsed, or late for their window)
                 "malformed": dead.get(q.name, {}).get("malformed"),
                 "late": dead.get(q.name, {}).get("late"),
+                # a log's records not processed when the run ended, per partition
+                "lag_at_end": dict((log_lag or {}).get(q.name, {})) or None,
             }
         )
     p95s = [q["latency_p95_s"] for q in queries if math.isfinite(q["latency_p95_s"])]
@@ -644,6 +649,7 @@ def write_run_report(
     calibration: Mapping[str, Any] | None = None,
     feeds_end_s: Mapping[str, float | None] | None = None,
     dead_letters: Mapping[str, Mapping[str, int]] | None = None,
+    log_lag: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Path:
     """Write the report folder of a run and return the path of its ``report.md``.
 
@@ -667,6 +673,7 @@ def write_run_report(
         calibration=calibration,
         feeds_end_s=feeds_end_s,
         dead_letters=dead_letters,
+        log_lag=log_lag,
     )
     files = [write_summary(out, summary).name]
     names = [q.name for q in config.queries]

@@ -272,6 +272,21 @@ class KafkaFeed(Feed):
             self._cut_cache[key] = out
         return out.copy()
 
+    def lag(self, processed: np.ndarray) -> dict[str, int]:
+        """Consumer lag per partition (``topic/partition``): the log's end offset minus
+        ``processed`` (per lane, the end of what was processed; never below the start)."""
+        from spillway.kafka.admin import partition_offsets
+
+        latest = {
+            (po.topic, int(po.partition)): int(po.latest)
+            for topic in self.topics
+            for po in partition_offsets(self.conn, topic)
+        }
+        return {
+            f"{tp}/{p}": max(latest.get((tp, p), base) - max(int(done), base), 0)
+            for (tp, p, base), done in zip(self.lanes, processed, strict=True)
+        }
+
     def dead_letter_writer(self) -> Any | None:
         """The ``dead_letter_topic`` on this cluster (created if missing), or None."""
         if self.dead_letter_topic is None:

@@ -1283,6 +1283,27 @@ class NodeController:
             return self.account.measured(float(until_s.max()) if until_s.size else None)
         return self.account.fraction(until_s - self.config.stw_s, until_s, numerator="admitted")
 
+    def log_lag(self) -> dict[str, dict[str, int]]:
+        """Per query reading a log: per partition (``topic/partition``), the records in the log
+        that Spark has not processed yet (the log's end minus the end of the last batch Spark
+        acknowledged): consumer lag. Queries of generated feeds are left out.
+
+        Raises
+        ------
+        KafkaClientError
+            The log's ends cannot be read (the broker is down).
+        """
+        processed = np.zeros(len(self.lane_query), dtype=np.int64)
+        for st in self._plans.values():
+            if st.acked_end is not None and len(st.acked_end) == len(st.lanes):
+                processed[st.lanes] = st.acked_end
+        out: dict[str, dict[str, int]] = {}
+        for q in self._queries:
+            lag = getattr(q.feed, "lag", None)
+            if getattr(q.feed, "log", False) and callable(lag):
+                out[q.name] = lag(processed[self._query_lanes[q.query_id]])
+        return out
+
     def cost_estimates(self) -> dict[str, Any]:
         """Current fitted cost (:class:`~spillway.control.CostEstimate`) of every plan."""
         with self._lock:

@@ -34,16 +34,18 @@ def test_the_kafka_example_runs_as_shipped(kafka_broker, tmp_path, monkeypatch):
     # the producer in its own process, as `spillway produce ... &` runs it
     producer = subprocess.Popen(
         [sys.executable, "-c", "import sys; from spillway.cli import main; sys.exit(main())",
-         "produce", "clicks", "--sources", "4", "--rate", "500", "--duration", "35"],
+         "produce", "clicks", "--sources", "4", "--rate", "500", "--duration", "120"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         _wait_for_topic(kafka_broker, "clicks")  # `spillway produce` creates it
         code = main(["run", "--config", str(EXAMPLE), "--duration", "25", "--no-live",
                      "--out", str(tmp_path / "out")])  # fmt: skip
+        still_sending = producer.poll() is None
     finally:
-        producer.wait(timeout=120)
-    assert code == 0 and producer.returncode == 0
+        producer.kill()
+        producer.wait(timeout=60)
+    assert code == 0 and still_sending
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     (q,) = summary["queries"]
     assert q["name"] == "clicks" and q["windows"] > 0, q
@@ -53,6 +55,9 @@ def test_the_kafka_example_runs_as_shipped(kafka_broker, tmp_path, monkeypatch):
     )
     assert arrived > 0 and q["malformed"] == 0
     assert q["late"] <= 0.01 * arrived  # a producer on time: records within lateness_s
+    # consumer lag per partition at the end: the producer ran on after the node stopped
+    assert set(q["lag_at_end"]) == {f"clicks/{p}" for p in range(4)}
+    assert all(v >= 0 for v in q["lag_at_end"].values()) and sum(q["lag_at_end"].values()) > 0
     assert q["sic_mean"] is None or 0 < q["sic_mean"] <= 1.05
     results = (tmp_path / "out" / "results.csv").read_text().splitlines()
     assert len(results) > 1 and "key_text" in results[0]
