@@ -84,3 +84,14 @@ def test_a_shortened_kafka_run(spark, tmp_path):
     assert run["achieved_rate"] > 0 and run["windows"] > 0
     assert 0 < run["kept_fraction"] < 1  # it shed
     assert math.isfinite(run["per_arrived_us"]) and math.isfinite(run["per_admitted_us"])
+
+
+def test_a_failed_run_is_reported_and_fails_its_checks():
+    def boom():
+        raise ov.SpillwayError("the streaming query failed: Python worker died")
+
+    got = ov._guarded(boom)
+    assert got == {"error": "the streaming query failed: Python worker died"}
+    checks = {c.name: c for c in ov.checks({"runs": [_run(), {**_run(), **got,
+                                                              "batch_mean_s": None}]})}  # fmt: skip
+    assert checks["batch_below_trigger"].failed
