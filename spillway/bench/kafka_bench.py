@@ -93,14 +93,14 @@ class KafkaBenchConfig:
     master: str = "local[2]"
 
     def __post_init__(self) -> None:
-        if len(self.rates) != 2 or not all(
-            isinstance(r, int | float) and math.isfinite(r) and r > 0 for r in self.rates
-        ):
+        from spillway.experiments._spark_runs import check_positive
+
+        if len(self.rates) != 2:
             raise ConfigError(f"rates must be two finite numbers > 0, got {self.rates!r}")
+        for r in self.rates:
+            check_positive("rates", r)
         for name in ("segment_s", "trigger_s", "lead_s", "warmup_s"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int | float) or not v > 0:
-                raise ConfigError(f"{name} must be a number > 0, got {v!r}")
+            check_positive(name, getattr(self, name))
         for name, least in (("partitions", 1), ("warmup_batches", 0)):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < least:
