@@ -42,6 +42,8 @@ from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, SpillwayError, UnknownNameError
 from spillway.live import LiveWriter
+from spillway.sim.command import add_parser as add_simulate_parser
+from spillway.sim.command import cmd_simulate
 from spillway.status import IntervalRecord, NodeSnapshot
 from spillway.workloads import (
     DEFAULT_MASTER,
@@ -159,6 +161,7 @@ examples:
   spillway run --config spillway/examples/node.toml   # your own queries, feeds and rates
   spillway experiment --help                     # lists the experiments
   spillway bench --quick --out runs/bench
+  spillway simulate --nodes 18 --fragments 2000 --minutes 5 --out runs/sim
 
 Each command writes a report folder (summary.json, CSV, PNG plots, report.md) and prints its
 path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help' for more.
@@ -298,6 +301,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--out", type=Path, metavar="DIR", help="report folder (default runs/bench-<UTC time>)"
     )
+    add_simulate_parser(sub, positive=_positive_float, seed=_seed)
     return parser
 
 
@@ -463,6 +467,9 @@ def main(argv: Sequence[str] | None = None, *, node_factory: NodeFactory | None 
             return cmd_run(args, node_factory or spark_node)
         if args.command == "experiment":
             return cmd_experiment(args)
+        if args.command == "simulate":
+            print(cmd_simulate(args))
+            return EXIT_OK
         return cmd_bench(args)
     except SpillwayError as e:
         print("spillway: error: " + " ".join(str(e).split()), file=sys.stderr)
