@@ -39,6 +39,7 @@ True
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -217,13 +218,42 @@ def place(counts: list[int], config: WorkloadConfig, rng: np.random.Generator) -
     return out
 
 
+def _streams(seed: int) -> tuple[np.random.Generator, np.random.Generator]:
+    counts_rng, place_rng = (
+        np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(2)
+    )
+    return counts_rng, place_rng
+
+
 def build(config: WorkloadConfig) -> Deployment:
     """The deployment of ``config`` (see the module docstring)."""
-    counts_rng, place_rng = (
-        np.random.default_rng(s) for s in np.random.SeedSequence(config.seed).spawn(2)
-    )
-    counts = fragment_counts(config, counts_rng)
-    nodes = place(counts, config, place_rng)
+    counts_rng, _ = _streams(config.seed)
+    return build_from(fragment_counts(config, counts_rng), config)
+
+
+def build_from(counts: Sequence[int], config: WorkloadConfig) -> Deployment:
+    """The deployment of queries with the given fragment counts, placed and typed by ``config``
+    (its ``n_fragments``, ``n_queries`` and ``fragments`` are not used).
+
+    >>> d = build_from([1, 3, 3], WorkloadConfig(n_nodes=3, fragments=1, placement="balanced"))
+    >>> [len(q.fragments) for q in d.queries], [q.kind for q in d.queries]
+    ([1, 3, 3], ['avg_all', 'top5', 'cov'])
+    >>> build_from([4], WorkloadConfig(n_nodes=3, fragments=1))
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: every count must be an int in 1..3 (n_nodes), got 4
+    """
+    for k in counts:
+        if (
+            isinstance(k, bool)
+            or not isinstance(k, int | np.integer)
+            or not 1 <= k <= config.n_nodes
+        ):
+            raise ConfigError(
+                f"every count must be an int in 1..{config.n_nodes} (n_nodes), got {k!r}"
+            )
+    _, place_rng = _streams(config.seed)
+    nodes = place([int(k) for k in counts], config, place_rng)
     queries = []
     for i, where in enumerate(nodes):
         kind = config.kinds[i % len(config.kinds)]
@@ -257,6 +287,7 @@ __all__ = [
     "KindSpec",
     "WorkloadConfig",
     "build",
+    "build_from",
     "fragment_counts",
     "offered_load",
     "place",
