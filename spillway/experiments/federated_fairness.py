@@ -115,10 +115,10 @@ class FederatedFairnessConfig:
 
 def make_config(quick: bool = False, seed: int = 0) -> FederatedFairnessConfig:
     """The paper-shaped study (18 nodes, ~2,000 fragments, 5 min per run) or a quick one
-    (6 nodes, 667 fragments: the paper's load per node; configurations 1, 3 and mixed; 40 s per run)."""
+    (6 nodes, 667 fragments: the paper's load per node; configurations 1, 3 and mixed; 30 s per run)."""
     if quick:
         return FederatedFairnessConfig(
-            n_nodes=6, n_fragments=667, configs=("1", "3", "mixed"), duration_s=40.0, seed=seed
+            n_nodes=6, n_fragments=667, configs=("1", "3", "mixed"), duration_s=30.0, seed=seed
         )
     return FederatedFairnessConfig(seed=seed)
 

@@ -117,9 +117,9 @@ class RelatedWorkConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> RelatedWorkConfig:
-    """The paper-shaped comparison or a quick one (40 s simulations)."""
+    """The paper-shaped comparison or a quick one (30 s simulations)."""
     if quick:
-        return RelatedWorkConfig(duration_s=40.0, seed=seed)
+        return RelatedWorkConfig(duration_s=30.0, seed=seed)
     return RelatedWorkConfig(seed=seed)
 
 

@@ -16,7 +16,7 @@ Examples
 --------
 >>> cfg = make_config(quick=True)
 >>> cfg.nodes, cfg.queries
-((6, 12), (100, 200))
+((6, 12), (60, 120))
 """
 
 from __future__ import annotations
@@ -93,10 +93,10 @@ class ScalabilityConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> ScalabilityConfig:
-    """The paper-shaped study or a quick one (two points each, fewer queries, 40 s)."""
+    """The paper-shaped study or a quick one (two points each, fewer queries, 30 s)."""
     if quick:
-        return ScalabilityConfig(nodes=(6, 12), queries_fig12=150, queries=(100, 200),
-                                 nodes_fig13=6, duration_s=40.0, seed=seed)  # fmt: skip
+        return ScalabilityConfig(nodes=(6, 12), queries_fig12=100, queries=(60, 120),
+                                 nodes_fig13=6, duration_s=30.0, seed=seed)  # fmt: skip
     return ScalabilityConfig(seed=seed)
 
 

@@ -87,9 +87,9 @@ class SheddingIntervalConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> SheddingIntervalConfig:
-    """The paper-shaped study or a quick one (two intervals, 40 s)."""
+    """The paper-shaped study or a quick one (two intervals, 30 s)."""
     if quick:
-        return SheddingIntervalConfig(intervals_s=(0.25, 1.0), duration_s=40.0, seed=seed)
+        return SheddingIntervalConfig(intervals_s=(0.25, 1.0), duration_s=30.0, seed=seed)
     return SheddingIntervalConfig(seed=seed)
 
 

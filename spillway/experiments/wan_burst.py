@@ -110,9 +110,9 @@ class WanBurstConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> WanBurstConfig:
-    """The paper-shaped study or a quick one (40 s runs)."""
+    """The paper-shaped study or a quick one (120 queries, 30 s runs)."""
     if quick:
-        return WanBurstConfig(duration_s=40.0, seed=seed)
+        return WanBurstConfig(n_queries=120, duration_s=30.0, seed=seed)
     return WanBurstConfig(seed=seed)
 
 
