@@ -258,7 +258,9 @@ def policy_values(results: Mapping[str, SimResult]) -> dict[str, Any]:
     """Jain, mean and std of SIC (and more) per policy, keyed ``<stat>_<policy>``.
 
     ``jain_*``, ``mean_sic_*``, ``std_*`` (population std of per-query SIC), ``iqr_*``,
-    ``range_90_*``, ``jain_per_sample_*``, ``min_sic_*``, ``wall_s_*``.
+    ``range_90_*``, ``jain_per_sample_*``, ``min_sic_*``, ``derived_shed_share_*`` (share of
+    the rows sent between fragments that the receiving node shed: upstream work wasted),
+    ``wall_s_*``.
     """
     out: dict[str, Any] = {}
     for p, r in results.items():
@@ -271,6 +273,10 @@ def policy_values(results: Mapping[str, SimResult]) -> dict[str, Any]:
         out[f"range_90_{k}"] = s["range_90_sic"]
         out[f"min_sic_{k}"] = s["min_sic"]
         out[f"jain_per_sample_{k}"] = s["jain_per_sample_mean"]
+        acc = r.accounting
+        out[f"derived_shed_share_{k}"] = (
+            acc.derived_shed / acc.derived_delivered if acc.derived_delivered else 0.0
+        )
         out[f"wall_s_{k}"] = r.wall_s
     return out
 

@@ -224,7 +224,7 @@ def analyse(config: FederatedFairnessConfig, measured: Mapping[str, Any]) -> Ana
         entry["jain_ratio"] = (
             r["jain_balance_sic"] / r["jain_random"] if r["jain_random"] else math.nan
         )
-        for k in ("iqr", "range_90", "jain_per_sample", "min_sic"):
+        for k in ("iqr", "range_90", "jain_per_sample", "min_sic", "derived_shed_share"):
             for p in ("balance_sic", "random"):
                 entry[f"{k}_{p}"] = r[f"{k}_{p}"]
         for k in ("jain_balance_sic_local", "mean_sic_balance_sic_local", "std_balance_sic_local"):

@@ -148,7 +148,8 @@ def analyse(config: SheddingIntervalConfig, rows: Sequence[Mapping[str, Any]]) -
                paper="Fig. 9: Jain's index high at every interval"),
     ]  # fmt: skip
     cols = ["interval_ms", "jain_balance_sic", "jain_random", "mean_sic_balance_sic",
-            "mean_sic_random", "std_balance_sic", "std_random"]  # fmt: skip
+            "mean_sic_random", "std_balance_sic", "std_random", "derived_shed_share_balance_sic",
+            "derived_shed_share_random"]  # fmt: skip
     c = {k.name: k for k in cks}
     paper = rows_table([
         {"claim": "Jain's index at every interval", "paper": "high (values only in the plot)",

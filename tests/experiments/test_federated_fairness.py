@@ -15,7 +15,7 @@ def run_record(name: str, placement: str, jb: float, jr: float, sb: float, sr: f
     return {"name": name, "placement": placement, "queries": 500, "fragments": 2000,
             "jain_balance_sic": jb, "jain_random": jr, "std_balance_sic": sb, "std_random": sr,
             "mean_sic_balance_sic": mb, "mean_sic_random": mr,
-            **{f"{k}_{p}": 0.0 for k in ("iqr", "range_90", "jain_per_sample", "min_sic")
+            **{f"{k}_{p}": 0.0 for k in ("iqr", "range_90", "jain_per_sample", "min_sic", "derived_shed_share")
                for p in ("balance_sic", "random")},
             "by_fragments": {"balance-sic": {1: mb}, "random": {1: mr}}}  # fmt: skip
 

@@ -122,6 +122,10 @@ def test_cost_quality_trade_off_and_checks() -> None:
     assert pts[2]["gap"] == pytest.approx(0.4 - 0.25)
     assert cq.tipping_point(pts) == 300
     assert set(verdicts(cq.checks(pts)).values()) == {"pass"}
+    assert cq.gap_zero_crossing(pts) is None  # the advantage never vanishes here
+    later = cq.trade_off([*[{"queries": n, "mean_sic_balance_sic": m} for n, m in means.items()],
+                          {"queries": 480, "mean_sic_balance_sic": 0.20}])  # fmt: skip
+    assert later[-1]["gap"] < 0 and 420 < cq.gap_zero_crossing(later) < 480
     with pytest.raises(ConfigError, match="at least two increasing counts"):
         cq.CostQualityConfig(queries=(300,))
 

@@ -94,6 +94,30 @@ def test_unshed_queries_reach_sic_one_through_every_shape() -> None:
     np.testing.assert_allclose(r.measured(), 1.0, atol=1e-9)
 
 
+def test_shedding_lowers_sic_by_exactly_what_was_dropped() -> None:
+    """THEMIS Fig. 2 / Eq. 3 additivity: a query whose two equal fragments run on a node that
+    keeps half its input and on one that keeps everything reads 1/2 * 1/2 + 1/2 = 0.75."""
+    rate = 10 * 150.0
+    d = Deployment(
+        n_nodes=3,
+        capacity=(rate / 2, BIG, BIG),
+        queries=(
+            QuerySpec(
+                fragments=(
+                    FragmentSpec(node=2, sources=0),
+                    FragmentSpec(node=0, sources=10, downstream=(0,)),
+                    FragmentSpec(node=1, sources=10, downstream=(0,)),
+                )
+            ),
+        ),
+    )
+    for policy in ("balance-sic", "random"):
+        r = simulate(d, SimConfig(duration_s=60.0, policy=policy, duration_noise=0.0))
+        assert r.per_query_sic()[0] == pytest.approx(0.75, abs=0.01)
+        kept = r.nodes.kept[0] / r.nodes.arrived[0]
+        assert kept == pytest.approx(0.5, abs=0.01)
+
+
 def fig4(capacity: float = 225.0) -> Deployment:
     """THEMIS Fig. 4 with continuous sources: q1 on node a, q3 on node b, q2 across both
     (its root on a third node that never sheds). Tuple SIC: q1, q3 = 4/3 x q2's (0.1 vs
