@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test lint typecheck unit bench clean java setup
+.PHONY: run test lint typecheck unit bench clean java setup properties
 
 setup: $(STAMP) java
 
@@ -33,6 +33,13 @@ unit: setup
 	$(BIN)/python -m pytest -q -m "not slow" --timeout=900
 
 test: lint typecheck unit
+
+# The whole property suite (32 seeded configs, each a short Spark run; about 25 min); make test
+# runs its first 8. One line per config in runs/properties/summary.jsonl.
+properties: setup
+	rm -rf runs/properties
+	SPILLWAY_PROPERTY_CONFIGS=32 SPILLWAY_PROPERTY_OUT=runs/properties \
+		$(BIN)/python -m pytest -q tests/properties --timeout=3600
 
 bench: setup
 	$(BIN)/spillway bench --quick --out runs/bench

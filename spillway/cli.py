@@ -4,9 +4,13 @@
 queries, or the user's own queries from a TOML file, shows a live view while it runs and writes
 a report folder (summary.json, CSV, PNG plots, report.md) whose path is the last line printed.
 
-Every :class:`~spillway.errors.SpillwayError` (bad config, unknown name, unreadable file) and
-every usage error becomes one line ``spillway: error: <message>`` on standard error and exit
-code 2, without a traceback. Ctrl-C stops the node, writes the report of what ran, exits 130.
+Exit codes: 0 success; 2 a configuration, input or usage error (one line ``spillway: error:
+<message>`` on standard error, no traceback; every config error is found before Spark starts);
+1 a run that started and failed (:class:`~spillway.errors.RunFailedError`: one line, and the
+report folder says what ran and where it failed); 130 Ctrl-C (the node stops and the report of
+what ran is written, also during the capacity measurement). A report folder that is not empty
+is refused unless ``--overwrite`` is given. Long commands print progress lines on standard
+error (:mod:`spillway.progress`); standard output carries the live view and the report path.
 
 This module parses the command line and dispatches; the default node's queries live in
 :mod:`spillway.workloads`, the benchmarks in :mod:`spillway.bench.command`, the experiments in
@@ -29,7 +33,9 @@ import argparse
 import contextlib
 import dataclasses
 import importlib
+import json
 import math
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -40,8 +46,9 @@ from spillway import __version__
 from spillway.bench.command import BENCHMARKS, run_benchmarks
 from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
-from spillway.errors import ConfigError, SpillwayError, UnknownNameError
+from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
 from spillway.live import LiveWriter
+from spillway.progress import to_stream
 from spillway.sim.command import add_parser as add_simulate_parser
 from spillway.sim.command import cmd_simulate
 from spillway.status import IntervalRecord, NodeSnapshot
@@ -53,8 +60,8 @@ from spillway.workloads import (
     default_node_config,
 )
 
-#: Exit codes: 0 success, 2 usage or input error, 130 interrupted (Ctrl-C).
-EXIT_OK, EXIT_ERROR, EXIT_INTERRUPTED = 0, 2, 130
+#: Exit codes: 0 success, 1 the run failed, 2 usage, config or input error, 130 Ctrl-C.
+EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 DEFAULT_DURATION_S = 120.0
 #: Spark's log level during ``spillway run``: warnings would garble the live view.
@@ -240,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--out", type=Path, metavar="DIR", help="report folder (default runs/run-<UTC time>)"
     )
+    _overwrite_option(run)
     run.add_argument(
         "--config",
         type=Path,
@@ -282,6 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     exp.add_argument(
         "--out", type=Path, metavar="DIR", help="report folder (default runs/<NAME>-<UTC time>)"
     )
+    _overwrite_option(exp)
 
     bench = sub.add_parser(
         "bench",
@@ -301,8 +310,17 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_argument(
         "--out", type=Path, metavar="DIR", help="report folder (default runs/bench-<UTC time>)"
     )
-    add_simulate_parser(sub, positive=_positive_float, seed=_seed)
+    _overwrite_option(bench)
+    _overwrite_option(add_simulate_parser(sub, positive=_positive_float, seed=_seed))
     return parser
+
+
+def _overwrite_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--overwrite",
+        action="store_true",
+        help="replace what the --out folder holds (a non-empty folder is refused without it)",
+    )
 
 
 # --------------------------------------------------------------------------- run
@@ -343,11 +361,27 @@ def node_config_from_args(args: argparse.Namespace) -> NodeConfig:
             workload=args.workload,
         )
     check_policy(cfg.policy)
+    cfg.check_feeds()  # every feed, profile and file checked before Spark starts
     return cfg
 
 
-def _out_dir(path: Path | None, default_name: str) -> Path:
+def _out_dir(path: Path | None, default_name: str, overwrite: bool = False) -> Path:
+    """The report folder, created; a non-empty one is refused unless ``overwrite`` (then its
+    contents are removed, so no file of an earlier run stays beside the new ones)."""
     out = path if path is not None else Path("runs") / default_name
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {str(out)!r} is a file; pass a folder for the report")
+    if out.is_dir() and any(out.iterdir()):
+        if not overwrite:
+            raise ConfigError(
+                f"--out {str(out)!r} is not empty (it holds an earlier report); pass "
+                "--overwrite to replace it, or choose another folder"
+            )
+        for child in out.iterdir():
+            if child.is_dir() and not child.is_symlink():
+                shutil.rmtree(child)
+            else:
+                child.unlink()
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -369,47 +403,75 @@ def _stop_quietly(node: RunnableNode) -> None:
         node.stop()
 
 
-def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
-    """``spillway run``: start the node, show it, stop it, write the report, print its path."""
-    from spillway.run_report import write_run_report
-
-    cfg = node_config_from_args(args)
-    out = _out_dir(args.out, f"run-{_utc_stamp()}")
-    view = LiveWriter(sys.stdout, duration_s=args.duration, live=False if args.no_live else None)
-    load = (
-        f"first {cfg.calibrate_s:g} s measuring capacity, then {args.duration:g} s at "
-        f"{cfg.overload:g}x it"
-        if cfg.overload is not None
-        else f"{args.duration:g} s at the configured rates"
-    )
-    view.note(
+def _banner(cfg: NodeConfig, duration_s: float) -> str:
+    if cfg.overload is not None:
+        load = (
+            f"first measuring its capacity (at least {cfg.calibrate_s:g} s, progress below), "
+            f"then {duration_s:g} s at {cfg.overload:g}x it"
+        )
+    else:
+        load = f"{duration_s:g} s at the configured rates"
+    return (
         f"spillway: {len(cfg.queries)} queries, policy {cfg.policy}, master {cfg.master}: "
         f"{load}; Ctrl-C stops early and still writes the report"
     )
+
+
+def _what_ran(node: RunnableNode) -> tuple[list[IntervalRecord], NodeSnapshot, Any]:
+    """The node's history, snapshot and results; empty ones when it never got past its start
+    (a failure or Ctrl-C while it measured its capacity)."""
+    try:
+        return node.history(), node.snapshot(), node.results()
+    except SpillwayError:
+        return (
+            [],
+            NodeSnapshot(
+                t=0.0,
+                capacity_tuples_per_s=math.nan,
+                processed_tuples_per_s=math.nan,
+                jain=math.nan,
+            ),
+            None,
+        )
+
+
+def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
+    """``spillway run``: start the node, show it, stop it, write the report, print its path.
+
+    Returns :data:`EXIT_OK`, :data:`EXIT_INTERRUPTED` (Ctrl-C) or :data:`EXIT_FAILED` (the run
+    failed: the report says where); configuration errors raise before anything starts.
+    """
+    from spillway.run_report import write_run_report
+
+    cfg = node_config_from_args(args)
+    out = _out_dir(args.out, f"run-{_utc_stamp()}", overwrite=args.overwrite)
+    view = LiveWriter(sys.stdout, duration_s=args.duration, live=False if args.no_live else None)
+    view.note(_banner(cfg, args.duration))
     interrupted = False
+    failed: RunFailedError | None = None
     try:
         node = node_factory(cfg)
     except SpillwayError:
         _remove_if_empty(out)
         raise
     try:
-        node.run(args.duration, on_tick=view.update, tick_s=TICK_S)
+        with to_stream(sys.stderr):
+            node.run(args.duration, on_tick=view.update, tick_s=TICK_S)
     except KeyboardInterrupt:
         interrupted = True
         view.note("spillway: interrupted, stopping the node and writing the report of what ran")
+        _stop_quietly(node)
+    except RunFailedError as e:
+        failed = e
         _stop_quietly(node)
     except SpillwayError:
         _stop_quietly(node)
         _remove_if_empty(out)
         raise
-    try:
-        history, snapshot, results = node.history(), node.snapshot(), node.results()
-    except SpillwayError:
-        if not interrupted:
-            raise
-        _remove_if_empty(out)
-        view.note("spillway: interrupted before the run started (while measuring capacity)")
-        return EXIT_INTERRUPTED
+    history, snapshot, results = _what_ran(node)
+    failure = getattr(node, "failure", None)
+    if failed is not None and failure is None:
+        failure = {"plan": None, "phase": "start", "after_batch": None, "error": str(failed)}
     report = write_run_report(
         out,
         config=cfg,
@@ -418,8 +480,14 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
         results=results,
         duration_s=args.duration,
         interrupted=interrupted,
+        failure=failure if failed is not None else None,
+        calibration=getattr(node, "calibration", None),
+        feeds_end_s=getattr(node, "feeds_end_s", None),
     )
     print(report)
+    if failed is not None:
+        print("spillway: error: " + " ".join(str(failed).split()), file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
@@ -429,22 +497,39 @@ def cmd_experiment(args: argparse.Namespace) -> int:
 
     The module contract (``spillway.experiments``): ``config = make_config(quick=, seed=)``,
     then ``run(config, out_dir)`` writes summary.json, CSV, plots and report.md into ``out_dir``.
+    Prints every check's verdict (``PASS``/``FAIL``/``n/a`` and why), then the report's path.
+    A ``FAIL`` is a finding of a completed run, not an error: the exit code stays 0.
     """
     module = _lookup("experiment", args.name, _registry("spillway.experiments", "EXPERIMENTS"))
     config = module.make_config(quick=args.quick, seed=args.seed)
-    out = _out_dir(args.out, f"{args.name}-{_utc_stamp()}")
-    module.run(config, out)
+    out = _out_dir(args.out, f"{args.name}-{_utc_stamp()}", overwrite=args.overwrite)
+    with to_stream(sys.stderr):
+        summary = module.run(config, out)
+    _print_checks(summary)
     report = out / "report.md"
     print(report if report.exists() else out)
     return EXIT_OK
 
 
+def _print_checks(summary: Any) -> None:
+    """Print every check's verdict and the count line (a FAIL is a finding: exit code 0)."""
+    from spillway.experiments.checks import console_lines, from_dicts
+
+    checks = from_dicts(summary.get("checks") if isinstance(summary, Mapping) else None)
+    if checks:
+        print("\n".join(console_lines(checks)))
+
+
 # --------------------------------------------------------------------------- bench
 def cmd_bench(args: argparse.Namespace) -> int:
-    """``spillway bench``: run the selected benchmarks into the report folder and print the
-    report's path (:func:`spillway.bench.command.run_benchmarks` does the work)."""
-    out = _out_dir(args.out, f"bench-{_utc_stamp()}")
-    print(run_benchmarks(out, names=args.only, quick=args.quick, seed=args.seed))
+    """``spillway bench``: run the selected benchmarks into the report folder, print every
+    check's verdict and the report's path (:func:`spillway.bench.command.run_benchmarks` does
+    the work; a FAIL is a finding, the exit code stays 0)."""
+    out = _out_dir(args.out, f"bench-{_utc_stamp()}", overwrite=args.overwrite)
+    with to_stream(sys.stderr):
+        path = run_benchmarks(out, names=args.only, quick=args.quick, seed=args.seed)
+    _print_checks(json.loads((out / "summary.json").read_text()))
+    print(path)
     return EXIT_OK
 
 
@@ -468,9 +553,13 @@ def main(argv: Sequence[str] | None = None, *, node_factory: NodeFactory | None 
         if args.command == "experiment":
             return cmd_experiment(args)
         if args.command == "simulate":
-            print(cmd_simulate(args))
+            out = _out_dir(args.out, f"simulate-{_utc_stamp()}", overwrite=args.overwrite)
+            print(cmd_simulate(args, out))
             return EXIT_OK
         return cmd_bench(args)
+    except RunFailedError as e:
+        print("spillway: error: " + " ".join(str(e).split()), file=sys.stderr)
+        return EXIT_FAILED
     except SpillwayError as e:
         print("spillway: error: " + " ".join(str(e).split()), file=sys.stderr)
         return EXIT_ERROR

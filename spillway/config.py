@@ -22,13 +22,14 @@ spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count,
 from __future__ import annotations
 
 import math
+import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from spillway.errors import ConfigError, InputDataError, UnknownNameError
+from spillway.errors import ConfigError, InputDataError, SpillwayError, UnknownNameError
 
 #: Default number of sources per query kind (THEMIS Table 1 and §7: AVG-all fragments have 10
 #: sources, TOP-5 fragments 20 (10 CPU + 10 memory), COV 2; CoD's grouped aggregate one stream).
@@ -42,6 +43,74 @@ DEFAULT_SOURCES: dict[str, int] = {
     "cov": 2,
     "group_avg": 1,
 }
+
+
+#: Spark master URLs a node accepts (checked before Spark starts): ``local``, ``local[N]``,
+#: ``local[*]``, ``local[N,F]``, ``local-cluster[N,C,M]``, ``spark://host:port[,host:port]``,
+#: ``yarn``, ``k8s://...`` and ``mesos://...``.
+MASTER_PATTERN = re.compile(
+    r"local(\[(\*|\d+)(,\d+)?\])?"
+    r"|local-cluster\[\d+,\d+,\d+\]"
+    r"|spark://[^\s:/,]+:\d+(,[^\s:/,]+:\d+)*"
+    r"|yarn"
+    r"|(k8s|mesos)://\S+"
+)
+
+
+def check_master(master: Any) -> None:
+    """Raise :class:`ConfigError` unless ``master`` looks like a Spark master URL.
+
+    >>> check_master("local[2]"), check_master("spark://127.0.0.1:7077")
+    (None, None)
+    >>> check_master("bogus://x")
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: master must be a Spark master URL (local[2], local[*], spark://host:7077, yarn, k8s://...), got 'bogus://x'
+    """
+    if not (isinstance(master, str) and MASTER_PATTERN.fullmatch(master)):
+        raise ConfigError(
+            "master must be a Spark master URL (local[2], local[*], spark://host:7077, yarn, "
+            f"k8s://...), got {master!r}"
+        )
+
+
+def feed_seed(seed: int, query_index: int) -> int:
+    """Seed of the feed of the query at ``query_index`` (distinct per query, from the node seed).
+
+    >>> feed_seed(0, 0) != feed_seed(0, 1)
+    True
+    """
+    import numpy as np
+
+    return int(np.random.SeedSequence([seed, query_index]).generate_state(1)[0])
+
+
+def feed_settings(q: QuerySpec, seed: int, index: int, scale: float = 1.0) -> dict[str, Any]:
+    """The keyword arguments of ``spillway.feeds.make_feed(q.feed, ...)`` for the query at
+    ``index`` of a node seeded ``seed``: how a node builds its feeds, so anything that needs
+    the node's feeds outside the node gets the same tuples.
+
+    Parameters
+    ----------
+    q : the query.
+    seed : the node's seed (``NodeConfig.seed``); the feed's seed is :func:`feed_seed`.
+    index : the query's position in ``NodeConfig.queries``.
+    scale : factor applied to the query's rate per source (the node's overload scale).
+
+    Examples
+    --------
+    >>> s = feed_settings(QuerySpec(name="a", kind="avg", feed="gaussian", rate=100.0), 0, 1, 2.0)
+    >>> s["rate"], s["seed"] == feed_seed(0, 1)
+    (200.0, True)
+    """
+    return dict(
+        n_sources=q.n_sources,
+        rate=q.rate * scale,
+        profile=q.profile,
+        profile_options=dict(q.profile_options),
+        seed=feed_seed(seed, index),
+        **dict(q.feed_options),
+    )
 
 
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
@@ -124,7 +193,7 @@ class NodeConfig:
         for ``cod`` or ``uniform``: a fixed shed fraction, shed at every interval); checked
         when the config is made.
     seed : seed of feeds and policy; the same seed and config give the same decisions.
-    trigger_s : trigger interval = shedding interval (DESIGN §3).
+    trigger_s : trigger interval = shedding interval (docs/design.md, "Data flow on Spark").
     stw_s : source time window for SIC (THEMIS §4; 10 s in the paper).
     overload : when set, the node first measures its capacity and then scales every query's
         rate so the total arrival rate is ``overload`` times that capacity.
@@ -175,8 +244,28 @@ class NodeConfig:
             _positive("overload", self.overload)
         if not (0 < self.headroom <= 1):
             raise ConfigError(f"headroom must be in (0, 1], got {self.headroom!r}")
-        if not isinstance(self.master, str) or not self.master:
-            raise ConfigError(f"master must be a Spark master URL, got {self.master!r}")
+        check_master(self.master)
+
+    def check_feeds(self) -> None:
+        """Build every query's feed (and its rate profile) once, so a bad feed name, option,
+        profile or unreadable file fails now, naming the query, before Spark starts.
+
+        >>> cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="gaussian",
+        ...                                     feed_options={"sd": 1.0}),))
+        >>> cfg.check_feeds()
+        Traceback (most recent call last):
+        ...
+        spillway.errors.ConfigError: query 'q' (feed 'gaussian'): feed 'gaussian': unknown option(s) sd; known: mean, std
+        """
+        from spillway.feeds import make_feed
+
+        for i, q in enumerate(self.queries):
+            try:
+                make_feed(q.feed, **feed_settings(q, self.seed, i))
+            except SpillwayError as e:
+                raise type(e)(f"query {q.name!r} (feed {q.feed!r}): {e}") from None
+            except TypeError as e:
+                raise ConfigError(f"query {q.name!r} (feed {q.feed!r}): {e}") from None
 
     def make_policy(self) -> Any:
         """The policy this config names, with its options and the node's seed.
@@ -213,10 +302,13 @@ class NodeConfig:
             if not isinstance(q, Mapping):
                 raise ConfigError(f"query #{i + 1} must be a table, got {type(q).__name__}")
             _reject_unknown(f"query #{i + 1}", q, QuerySpec)
-            try:
-                qs.append(QuerySpec(**q))
-            except TypeError as e:  # a missing required key
-                raise ConfigError(f"query #{i + 1}: {e}") from None
+            lacking = [k for k in ("name", "kind", "feed") if k not in q]
+            if lacking:
+                raise ConfigError(
+                    f"query #{i + 1}: missing required key(s) {', '.join(lacking)}; every "
+                    "[[query]] needs name, kind and feed"
+                )
+            qs.append(QuerySpec(**q))
         return cls(queries=tuple(qs), **data)
 
 

@@ -1,7 +1,8 @@
 """The exceptions spillway raises.
 
 Every error names the parameter, the rule, the value received and what to do. The CLI turns any
-:class:`SpillwayError` into one line on standard error and exit code 2.
+:class:`SpillwayError` into one line on standard error: exit code 2 for a configuration or input
+error, 1 for :class:`RunFailedError` (the run itself failed).
 
 Examples
 --------
@@ -36,3 +37,9 @@ class InputDataError(SpillwayError):
 
 class ControlChannelError(SpillwayError):
     """The loopback channel to the NodeController failed (refused, timed out, wrong key)."""
+
+
+class RunFailedError(SpillwayError):
+    """A run started but failed: a streaming query died, Spark could not start, a Python worker
+    crashed. The CLI reports it in one line, writes the report of what ran (saying where it
+    failed) and exits with code 1."""

@@ -82,7 +82,9 @@ def _query_row(q: QueryStatus, name_w: int) -> str:
         f"{_fixed(100 * q.kept_fraction, 1):>6}  {_fixed(q.sic, 3):>5}  "
         f"{_fixed(q.latency_p95_s, 2):>5}  {_fixed(q.latency_target_s, 2):>6}"
     )
-    if not q.on_target:
+    if q.ended:
+        row += "  (feed ended)"
+    elif not q.on_target:
         row += "  MISS" if math.isfinite(q.latency_p95_s) else "  (no result yet)"
     return row
 

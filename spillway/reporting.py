@@ -40,12 +40,73 @@ def _plain(x: Any) -> Any:
     return x
 
 
-def write_summary(out_dir: Path | str, summary: Mapping[str, Any]) -> Path:
-    """Write ``summary.json`` (sorted keys, NaN/inf as null) and return its path."""
+def num(x: Any, sig: int = 4) -> str:
+    """A number as a report shows it: ``sig`` significant digits, thousands separated.
+
+    >>> num(0.955812345), num(2133916.37), num(-0.000265545), num(float("nan")), num(7)
+    ('0.9558', '2,134,000', '-0.0002655', 'n/a', '7')
+    """
+    if x is None or isinstance(x, bool):
+        return "n/a" if x is None else str(x)
+    if isinstance(x, int):
+        return f"{x:,}"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if not math.isfinite(v):
+        return "n/a"
+    if v == 0:
+        return "0"
+    r = round_sig(v, sig)
+    if abs(r) >= 10 ** (sig - 1):
+        return f"{r:,.0f}"
+    if abs(r) < 1e-4:
+        return f"{r:.{sig - 1}e}"
+    return f"{r:.{sig}g}"
+
+
+def round_sig(x: float, sig: int = 4) -> float:
+    """``x`` rounded to ``sig`` significant digits (non-finite values unchanged).
+
+    >>> round_sig(0.99999999999988), round_sig(1.361838490488946, 3), round_sig(2133916.37)
+    (1.0, 1.36, 2134000.0)
+    """
+    if not math.isfinite(x) or x == 0:
+        return x
+    return round(x, sig - 1 - math.floor(math.log10(abs(x))))
+
+
+def rounded(x: Any, significant: int = 4) -> Any:
+    """``x`` (JSON-safe, see :func:`write_summary`) with every float rounded to ``significant``
+    digits: what a measurement on a shared 2-core machine can claim, never 16 digits of noise.
+
+    >>> rounded({"jain": 0.99999999999988, "n": 3, "xs": [1.361838490488946, None]})
+    {'jain': 1.0, 'n': 3, 'xs': [1.362, None]}
+    """
+    x = _plain(x)
+    if isinstance(x, dict):
+        return {k: rounded(v, significant) for k, v in x.items()}
+    if isinstance(x, list):
+        return [rounded(v, significant) for v in x]
+    if isinstance(x, float):
+        return round_sig(x, significant)
+    return x
+
+
+def write_summary(
+    out_dir: Path | str, summary: Mapping[str, Any], *, significant: int | None = None
+) -> Path:
+    """Write ``summary.json`` (sorted keys, NaN/inf as null) and return its path.
+
+    With ``significant`` every float is rounded to that many significant digits
+    (:func:`rounded`).
+    """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "summary.json"
-    path.write_text(json.dumps(_plain(summary), indent=2, sort_keys=True) + "\n")
+    data = _plain(summary) if significant is None else rounded(summary, significant)
+    path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
 
 
@@ -148,7 +209,7 @@ def bar_plot(
 
 
 def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | None = None) -> str:
-    """A GitHub markdown table of dict rows; floats shown with 4 significant digits.
+    """A GitHub markdown table of dict rows; floats shown with 4 significant digits (:func:`num`).
 
     >>> print(markdown_table([{"a": 1, "b": 0.123456}]))
     | a | b |
@@ -160,9 +221,7 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str] | N
     cols = list(columns or rows[0].keys())
 
     def fmt(v: Any) -> str:
-        if isinstance(v, float | np.floating):
-            return "n/a" if not math.isfinite(float(v)) else f"{float(v):.4g}"
-        return str(v)
+        return num(v) if isinstance(v, float | np.floating) else str(v)
 
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows]

@@ -9,16 +9,27 @@ Definitions used throughout:
 - *steady part*: the intervals from one source time window (``stw_s``) after the first interval
   on, because a query's SIC (THEMIS Eq. 4) sums results over one STW and is still filling before
   that. Runs shorter than that use every interval.
-- *capacity* and *processed* rates: sums over the steady part divided by the time it spans (an
-  interval spans from the previous interval's time to its own; the first one ``trigger_s``);
-  *utilisation* = processed / estimated capacity, their ratio.
+- *capacity*: ``capacity_tuples_per_s`` is the controller's estimate (what it budgeted per
+  second of the steady part); ``capacity_measured_tuples_per_s`` what the node really achieved:
+  rows processed per second of micro-batch time (Spark's ``batchDuration``). *Processed* is
+  rows processed per second of the steady part. *Utilisation* is micro-batch time over the
+  time the controller budgeted (``headroom`` of each interval a decision covered): 1 means the
+  batches used exactly their budget, above 1 they overran it.
+- *overload*: ``overload_requested`` is the configured factor (None without calibration),
+  ``overload_measured`` the arrival rate over ``capacity_measured_tuples_per_s``.
 - *Jain's index* (THEMIS §7.2): ``(sum x)^2 / (n sum x^2)`` over the queries' SIC values;
   ``jain`` is taken over each query's mean SIC of the steady part, ``jain_interval_mean`` is the
   mean of the per-interval index.
-- *kept share*: a query's admitted / arrived tuples per interval, averaged over the steady
-  part; ``rows_in`` and ``rows_kept`` are the final snapshot's counts (the last STW).
-- *latency*: from a window's last input arrival to its result (DESIGN §3), per result window,
-  p95 over the windows that end in the steady part; the target is the query's
+- *kept share*: per query, its own tuples kept over its tuples decided in the steady part
+  (``rows_kept / rows_in``, both counted there).
+- *query SIC*: per interval the SIC measured at the decision (THEMIS Eq. 4 over the query's
+  latest complete STW, :mod:`spillway.quality.stw_account`); ``sic_mean`` its mean over the
+  steady part.
+- *feeds that end* (a replayed file without ``loop``): a query's figures cover the intervals
+  before its feed ended, the node's those before the last feed ended; ``feeds_ended`` lists
+  when.
+- *latency*: from a window's last input arrival to its result (:mod:`spillway.spark.sink`), per
+  result window, p95 over the windows that end in the steady part; the target is the query's
   ``latency_target_s`` or, by default, 3 trigger intervals plus the window length
   (``latency_bound_s`` is that bound for the longest window). Window times are counted from
   the first result window of the run, which starts at feed time 0; a window belongs to the
@@ -44,8 +55,8 @@ Examples
 >>> write_run_report(out, config=cfg, history=hist, snapshot=snap, duration_s=10).name
 'report.md'
 >>> s = json.loads((out / "summary.json").read_text())
->>> s["utilisation"], s["capacity_tuples_per_s"], s["latency_bound_s"]
-(0.9, 100.0, 4.0)
+>>> s["utilisation"], s["capacity_measured_tuples_per_s"], s["latency_bound_s"]
+(0.625, 180.0, 4.0)
 """
 
 from __future__ import annotations
@@ -64,7 +75,7 @@ from spillway.quality.metrics import jain_index
 from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
-#: Trigger intervals a result may take beyond its window before it counts as late (DESIGN §3).
+#: Trigger intervals a result may take beyond its window before it counts as late.
 LATENCY_TRIGGERS = 3
 
 
@@ -81,7 +92,7 @@ def finite_jain(values: Sequence[float] | np.ndarray) -> float:
 
 
 def latency_target(q: QuerySpec, trigger_s: float) -> float:
-    """The query's latency target: its own, or 3 trigger intervals plus its window (DESIGN §3).
+    """The query's latency target: its own, or 3 trigger intervals plus its window.
 
     >>> latency_target(QuerySpec(name="q", kind="avg", feed="gaussian", window_s=2.0), 1.0)
     5.0
@@ -108,9 +119,13 @@ def _ratio(num: float, den: float) -> float:
 
 
 def interval_rows(
-    history: Sequence[IntervalRecord], names: Sequence[str], trigger_s: float
+    history: Sequence[IntervalRecord],
+    names: Sequence[str],
+    trigger_s: float,
+    headroom: float = 0.8,
 ) -> list[dict[str, Any]]:
-    """One dict per interval: node counts, rates per second, and Jain over the queries' SIC."""
+    """One dict per interval: node counts, rates per second, budgeted and used batch time, and
+    Jain over the queries' SIC."""
     rows = []
     prev_t: float | None = None
     for r in history:
@@ -125,8 +140,13 @@ def interval_rows(
                 "admitted_tuples": r.admitted_tuples,
                 "processed_tuples": r.processed_tuples,
                 "batch_s": r.batch_s,
+                "budget_s": headroom * dt,
+                "span": r.span,
+                "overhead_s": r.overhead_s,
+                "per_tuple_s": r.per_tuple_s,
                 "capacity_tuples_per_s": r.capacity_tuples / dt,
                 "processed_tuples_per_s": r.processed_tuples / dt,
+                "measured_tuples_per_batch_s": _ratio(r.processed_tuples, r.batch_s),
                 "overloaded": r.arrived_tuples > r.capacity_tuples,
                 "jain": finite_jain([r.query_sic.get(n, math.nan) for n in names]),
             }
@@ -188,6 +208,17 @@ def interval_latency(
     return out
 
 
+def _steady_indices(
+    history: Sequence[IntervalRecord], done: int, stw_s: float, until_s: float
+) -> list[int]:
+    """Finished intervals one STW after the first, up to ``until_s``; all finished ones (up to
+    ``until_s``) when none is that late."""
+    t0 = history[0].t if history else 0.0
+    upto = [i for i in range(done) if history[i].t <= until_s + 1e-9]
+    steady = [i for i in upto if history[i].t - t0 >= stw_s]
+    return steady or upto
+
+
 def summarise_run(
     *,
     config: NodeConfig,
@@ -196,6 +227,9 @@ def summarise_run(
     results: pd.DataFrame | None = None,
     duration_s: float,
     interrupted: bool = False,
+    failure: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
+    feeds_end_s: Mapping[str, float | None] | None = None,
 ) -> dict[str, Any]:
     """The numbers of a run, as written to ``summary.json`` (definitions in the module doc).
 
@@ -208,19 +242,25 @@ def summarise_run(
         None or empty: latencies come from the interval records instead.
     duration_s : the run length asked for.
     interrupted : the run was stopped early (Ctrl-C).
+    failure : why the run failed (``plan``, ``phase``, ``error``...), None when it did not.
+    calibration : what the capacity calibration measured (``Node.calibration``), if it ran.
+    feeds_end_s : per query, the feed time its feed ended (None: never).
     """
     names = [q.name for q in config.queries]
-    ivs = interval_rows(history, names, config.trigger_s)
+    ivs = interval_rows(history, names, config.trigger_s, config.headroom)
     done = finished_intervals(history)
-    t0 = history[0].t if history else 0.0
-    steady = [i for i in range(done) if history[i].t - t0 >= config.stw_s]
-    if not steady:
-        steady = list(range(done))
+    ends = {n: e for n, e in (feeds_end_s or {}).items() if e is not None and n in names}
+    last_end = max(ends.values()) if len(ends) == len(names) and ends else math.inf
+    steady = _steady_indices(history, done, config.stw_s, last_end)
     steady_from = history[steady[0]].t if steady else math.nan
     sel = [ivs[i] for i in steady]
     span = sum(r["span_s"] for r in sel)
     cap = sum(r["capacity_tuples"] for r in sel)
     proc = sum(r["processed_tuples"] for r in sel)
+    batch = sum(r["batch_s"] for r in sel)
+    budget = sum(r["budget_s"] for r in sel)
+    arrived = sum(r["arrived_tuples"] for r in sel)
+    measured_cap = _ratio(proc, batch)
     over = [r for r in sel if r["overloaded"] and r["capacity_tuples"] > 0]
     cap_err = [
         abs(r["processed_tuples"] - r["capacity_tuples"]) / r["capacity_tuples"] for r in over
@@ -228,21 +268,27 @@ def summarise_run(
 
     status: dict[str, QueryStatus] = {q.name: q for q in snapshot.queries}
     windows = result_windows(results, config)
-    hs = [history[i] for i in steady]
     queries: list[dict[str, Any]] = []
     for q in config.queries:
+        mine = _steady_indices(history, done, config.stw_s, ends.get(q.name, math.inf))
+        hs = [history[i] for i in mine]
+        q_from = hs[0].t if hs else math.nan
         sic = [r.query_sic.get(q.name, math.nan) for r in hs]
         st = status.get(q.name)
-        rows_in = st.rows_in if st else 0
-        rows_kept = st.rows_kept if st else 0
-        kept = _mean([r.query_kept.get(q.name, math.nan) for r in hs])
-        if not math.isfinite(kept):
+        counted = [r for r in hs if q.name in r.query_arrived]
+        if counted:
+            rows_in = sum(r.query_arrived[q.name] for r in counted)
+            rows_kept = sum(r.query_admitted.get(q.name, 0) for r in counted)
             kept = _ratio(rows_kept, rows_in)
+        else:  # records without counts: the mean per-interval share, the snapshot's counts
+            rows_in = st.rows_in if st else 0
+            rows_kept = st.rows_kept if st else 0
+            kept = _mean([r.query_kept.get(q.name, math.nan) for r in hs])
         w = windows[windows["query"] == q.name]
         if len(w):
             lat = w["latency_s"]
-            if math.isfinite(steady_from) and (w["t_end_s"] >= steady_from - 1e-9).any():
-                lat = lat[w["t_end_s"] >= steady_from - 1e-9]
+            if math.isfinite(q_from) and (w["t_end_s"] >= q_from - 1e-9).any():
+                lat = lat[w["t_end_s"] >= q_from - 1e-9]
             p95 = _p95(lat.to_numpy(dtype=np.float64))
         else:
             p95 = _p95([r.query_latency_s.get(q.name, math.nan) for r in hs])
@@ -261,9 +307,10 @@ def summarise_run(
                 "latency_p95_s": p95,
                 "latency_target_s": target,
                 "on_target": bool(math.isfinite(p95) and p95 <= target),
-                "rows_in": rows_in,
-                "rows_kept": rows_kept,
+                "rows_in": int(rows_in),
+                "rows_kept": int(rows_kept),
                 "windows": int(len(w)),
+                "feed_ended_s": ends.get(q.name),
                 # per-group decisions (CoD): groups decided per interval, and those of which
                 # nothing was kept (NaN when the policy did not decide per group)
                 "groups_mean": _mean([r.query_groups[q.name] for r in grouped]),
@@ -271,6 +318,7 @@ def summarise_run(
             }
         )
     p95s = [q["latency_p95_s"] for q in queries if math.isfinite(q["latency_p95_s"])]
+    arrival_rate = _ratio(arrived, span)
     return {
         "policy": config.policy,
         "seed": config.seed,
@@ -278,27 +326,32 @@ def summarise_run(
         "duration_s": float(duration_s),
         "elapsed_s": snapshot.t,
         "interrupted": interrupted,
+        "failed": failure is not None,
+        "failure": dict(failure) if failure is not None else None,
         "intervals": len(history),
         "unfinished_intervals": len(history) - done,
         "steady_from_s": steady_from,
+        "feeds_ended": ends,
         "jain": finite_jain([q["sic_mean"] for q in queries]),
         "jain_interval_mean": _mean([r["jain"] for r in sel]),
         "sic_mean": _mean([q["sic_mean"] for q in queries]),
         "capacity_tuples_per_s": _ratio(cap, span),
+        "capacity_measured_tuples_per_s": measured_cap,
         "processed_tuples_per_s": _ratio(proc, span),
-        "arrived_tuples_per_s": _ratio(sum(r["arrived_tuples"] for r in sel), span),
+        "arrived_tuples_per_s": arrival_rate,
         "admitted_tuples_per_s": _ratio(sum(r["admitted_tuples"] for r in sel), span),
-        "utilisation": _ratio(proc, cap),
+        "utilisation": _ratio(batch, budget),
+        "busy_fraction": _ratio(batch, span),
+        "overload_requested": config.overload,
+        "overload_measured": _ratio(arrival_rate, measured_cap),
         "overloaded_intervals": len(over),
-        "utilisation_overloaded": _ratio(
-            sum(r["processed_tuples"] for r in over), sum(r["capacity_tuples"] for r in over)
-        ),
         "capacity_error_mean": _mean(cap_err),
         "latency_bound_s": LATENCY_TRIGGERS * config.trigger_s
         + max(q.window_s for q in config.queries),
         "latency_p95_max_s": max(p95s) if p95s else math.nan,
         "latency_misses": [q["name"] for q in queries if not q["on_target"]],
         "queries": queries,
+        "calibration": dict(calibration) if calibration is not None else None,
         "final_snapshot": {
             "t": snapshot.t,
             "capacity_tuples_per_s": snapshot.capacity_tuples_per_s,
@@ -313,11 +366,41 @@ def _file_name(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._") or "query"
 
 
+def group_identical(
+    series: Mapping[str, tuple[list[float], list[float]]], digits: int = 9
+) -> dict[str, tuple[list[float], list[float]]]:
+    """Merge the series that are identical (to ``digits``) into one, labelled with their names,
+    so a plot shows one line per distinct series instead of overdrawing them.
+
+    >>> s = {"a": ([1, 2], [0.5, 0.5]), "b": ([1, 2], [0.5, 0.5]), "c": ([1, 2], [1.0, 0.5])}
+    >>> list(group_identical(s))
+    ['a, b', 'c']
+    >>> list(group_identical({f"q{i}": ([1], [1.0]) for i in range(6)}))
+    ['q0, q1, q2, q3 and 2 more']
+    """
+    groups: dict[tuple[Any, ...], list[str]] = {}
+    for name, (x, y) in series.items():
+        key = (
+            tuple(np.round(np.asarray(x, float), digits)),
+            tuple(np.nan_to_num(np.round(np.asarray(y, float), digits), nan=np.inf)),
+        )
+        groups.setdefault(key, []).append(name)
+    out = {}
+    for members in groups.values():
+        label = ", ".join(members[:4]) + (
+            f" and {len(members) - 4} more" if len(members) > 4 else ""
+        )
+        out[label] = series[members[0]]
+    return out
+
+
 def _per_query_series(
     history: Sequence[IntervalRecord], names: Sequence[str], attr: str, scale: float = 1.0
 ) -> dict[str, tuple[list[float], list[float]]]:
     t = [r.t for r in history]
-    return {n: (t, [getattr(r, attr).get(n, math.nan) * scale for r in history]) for n in names}
+    return group_identical(
+        {n: (t, [getattr(r, attr).get(n, math.nan) * scale for r in history]) for n in names}
+    )
 
 
 def _latency_series(
@@ -391,9 +474,12 @@ def _plots(
                 "arrived": (t, [r["arrived_tuples"] for r in ivs]),
                 "admitted": (t, [r["admitted_tuples"] for r in ivs]),
                 "estimated capacity": (t, [r["capacity_tuples"] for r in ivs]),
-                "processed": (t, [r["processed_tuples"] for r in ivs]),
+                "measured capacity (rows per batch second x budget)": (
+                    t,
+                    [r["measured_tuples_per_batch_s"] * r["budget_s"] for r in ivs],
+                ),
             },
-            title="Estimated capacity beside tuples actually processed, per interval",
+            title="Estimated capacity beside the capacity the batches achieved, per interval",
             xlabel="time (s)",
             ylabel="tuples per interval",
         ),
@@ -409,15 +495,20 @@ def _fmt(x: Any, unit: str = "", digits: int = 4) -> str:
     return f"{x}{unit}"
 
 
-def _report_sections(
-    s: Mapping[str, Any], config: NodeConfig, plots: Mapping[str, str], files: Sequence[str]
-) -> list[tuple[str, str]]:
-    over = (
-        f"the node first measured its capacity for {config.calibrate_s:g} s, then scaled every "
-        f"query's rate so the total arrival rate was {config.overload:g}x that capacity"
-        if config.overload is not None
-        else "query rates as configured (no overload scaling)"
-    )
+def _setup_text(s: Mapping[str, Any], config: NodeConfig) -> str:
+    cal = s.get("calibration") or {}
+    if config.overload is not None and cal.get("capacity_tuples_per_s") is not None:
+        over = (
+            f"the node first measured its capacity ({_fmt(cal['capacity_tuples_per_s'])} tuples "
+            f"per second of batch time, {len(cal.get('rounds', []))} round(s), "
+            f"{_fmt(cal.get('wall_s', math.nan), ' s')}), then scaled every query's rate so the "
+            f"total arrival rate was {config.overload:g}x that capacity (measured over the "
+            f"steady part: {_fmt(s['overload_measured'])}x)"
+        )
+    elif config.overload is not None:
+        over = f"the run was to be {config.overload:g}x the capacity the node measured first"
+    else:
+        over = "query rates as configured (no overload scaling)"
     n_open = s["unfinished_intervals"]
     unfinished = (
         f" ({n_open} last interval(s) left out: their micro-batch had not finished at the stop)"
@@ -425,12 +516,17 @@ def _report_sections(
         else ""
     )
     stopped = " The run was interrupted (Ctrl-C); the numbers cover what ran." * s["interrupted"]
-    setup = (
+    ended = "".join(
+        f" The feed of query `{n}` ended at t = {_fmt(t, ' s')} (a replayed file without "
+        "`loop`); its figures cover the time before."
+        for n, t in s.get("feeds_ended", {}).items()
+    )
+    return (
         f"Policy `{s['policy']}` on Spark master `{s['master']}`, seed {s['seed']}, trigger "
         f"(shedding) interval {config.trigger_s:g} s, source time window {config.stw_s:g} s, "
         f"headroom {config.headroom:g}; {over}. Asked for {s['duration_s']:g} s, ran "
         f"{_fmt(s['elapsed_s'], ' s')} over {s['intervals']} intervals; steady part from "
-        f"t = {_fmt(s['steady_from_s'], ' s')}{unfinished}.{stopped}\n\n"
+        f"t = {_fmt(s['steady_from_s'], ' s')}{unfinished}.{stopped}{ended}\n\n"
         + markdown_table(
             [
                 {
@@ -447,6 +543,24 @@ def _report_sections(
             ]
         )
     )
+
+
+def _failure_text(s: Mapping[str, Any]) -> str:
+    f = s["failure"]
+    phase = "measuring capacity" if str(f.get("phase", "")).startswith("calibrate") else "running"
+    after = f.get("after_batch")
+    where = f"plan `{f.get('plan')}` while {phase}" + (
+        f", after micro-batch {after}" if after is not None else ""
+    )
+    return (
+        f"**The run failed**: the streaming query of {where}. The numbers below cover what ran "
+        f"before. Spark's error:\n\n```\n{str(f.get('error', '')).strip()[:4000]}\n```"
+    )
+
+
+def _report_sections(
+    s: Mapping[str, Any], config: NodeConfig, plots: Mapping[str, str], files: Sequence[str]
+) -> list[tuple[str, str]]:
     misses = s["latency_misses"]
     headline = markdown_table(
         [
@@ -455,9 +569,15 @@ def _report_sections(
                 ("Jain's index over mean query SIC", "jain"),
                 ("mean query SIC", "sic_mean"),
                 ("estimated capacity (tuples/s)", "capacity_tuples_per_s"),
+                (
+                    "measured capacity (tuples per second of batch time)",
+                    "capacity_measured_tuples_per_s",
+                ),
                 ("processed (tuples/s)", "processed_tuples_per_s"),
                 ("arrived (tuples/s)", "arrived_tuples_per_s"),
-                ("utilisation (processed / capacity)", "utilisation"),
+                ("overload requested", "overload_requested"),
+                ("overload measured (arrived / measured capacity)", "overload_measured"),
+                ("utilisation (batch time / budgeted time)", "utilisation"),
                 ("latency bound (s)", "latency_bound_s"),
                 ("worst p95 latency (s)", "latency_p95_max_s"),
                 ("queries missing their target", ""),
@@ -469,12 +589,13 @@ def _report_sections(
     )
     capacity = (
         f"Over the steady part the cost model estimated {_fmt(s['capacity_tuples_per_s'])} "
-        f"tuples/s and the node processed {_fmt(s['processed_tuples_per_s'])} tuples/s "
-        f"(utilisation {_fmt(s['utilisation'])}). In the {s['overloaded_intervals']} overloaded "
-        f"intervals (more arrived than the estimate) processed / estimated = "
-        f"{_fmt(s['utilisation_overloaded'])}, mean |processed - estimated| / estimated = "
+        f"tuples/s; the node processed {_fmt(s['processed_tuples_per_s'])} tuples/s, at "
+        f"{_fmt(s['capacity_measured_tuples_per_s'])} tuples per second of micro-batch time "
+        f"(its measured capacity), using {_fmt(s['utilisation'])} of the batch time the "
+        f"controller budgeted. In the {s['overloaded_intervals']} overloaded intervals (more "
+        f"arrived than the estimate) mean |processed - estimated| / estimated = "
         f"{_fmt(s['capacity_error_mean'])}.\n\n"
-        f"![estimated capacity and processed tuples per interval]({plots['capacity.png']})"
+        f"![estimated against measured capacity per interval]({plots['capacity.png']})"
     )
     over_time = "\n\n".join(
         f"![{cap}]({plots[f]})"
@@ -485,8 +606,10 @@ def _report_sections(
             ("jain.png", "Jain's index over time"),
         )
     )
-    return [
-        ("Setup", setup),
+    sections = [("Setup", _setup_text(s, config))]
+    if s.get("failure"):
+        sections.append(("Failure", _failure_text(s)))
+    return sections + [
         ("Headline", headline),
         ("Queries", qtable),
         ("Estimated capacity against what was processed", capacity),
@@ -504,6 +627,9 @@ def write_run_report(
     results: pd.DataFrame | None = None,
     duration_s: float,
     interrupted: bool = False,
+    failure: Mapping[str, Any] | None = None,
+    calibration: Mapping[str, Any] | None = None,
+    feeds_end_s: Mapping[str, float | None] | None = None,
 ) -> Path:
     """Write the report folder of a run and return the path of its ``report.md``.
 
@@ -511,7 +637,8 @@ def write_run_report(
     ``queries/<name>.csv`` (per interval: SIC, kept share and latency of that query, see
     :func:`interval_latency`),
     ``results.csv`` (every result row, when there are results), the PNG plots ``sic``,
-    ``kept``, ``latency``, ``jain`` and ``capacity``, and ``report.md`` embedding them.
+    ``kept``, ``latency``, ``jain`` and ``capacity``, and ``report.md`` embedding them (with a
+    "Failure" section saying where, when ``failure`` is given).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -522,10 +649,13 @@ def write_run_report(
         results=results,
         duration_s=duration_s,
         interrupted=interrupted,
+        failure=failure,
+        calibration=calibration,
+        feeds_end_s=feeds_end_s,
     )
     files = [write_summary(out, summary).name]
     names = [q.name for q in config.queries]
-    ivs = interval_rows(history, names, config.trigger_s)
+    ivs = interval_rows(history, names, config.trigger_s, config.headroom)
     files.append(write_csv(out / "intervals.csv", ivs).name)
     windows = result_windows(results, config)
     for n in names:
@@ -534,7 +664,10 @@ def write_run_report(
             {
                 "t_s": r.t,
                 "sic": r.query_sic.get(n, math.nan),
+                "sic_projected": r.query_sic_projected.get(n, math.nan),
                 "kept_fraction": r.query_kept.get(n, math.nan),
+                "arrived": r.query_arrived.get(n, 0),
+                "kept": r.query_admitted.get(n, 0),
                 "latency_s": lat[i],
             }
             for i, r in enumerate(history)
@@ -547,4 +680,6 @@ def write_run_report(
     plots = _plots(out, config, history, ivs, windows)
     files += list(plots.values())
     title = f"spillway run: {config.policy}, {len(config.queries)} queries"
+    if failure is not None:
+        title += " (failed)"
     return write_report(out, title, _report_sections(summary, config, plots, files + ["report.md"]))

@@ -26,7 +26,8 @@ class QueryStatus:
     """One logical query as the node sees it now (rates over the recent STW).
 
     ``sic`` is the query's result SIC over the STW (THEMIS Eq. 4); ``kept_fraction`` is admitted /
-    arrived tuples; latencies run from tuple arrival to the result being available.
+    arrived tuples; latencies run from tuple arrival to the result being available; ``ended``
+    says the query's feed has ended (a replayed file without ``loop``): no more results come.
     """
 
     name: str
@@ -38,10 +39,14 @@ class QueryStatus:
     latency_target_s: float
     rows_in: int
     rows_kept: int
+    ended: bool = False
 
     @property
     def on_target(self) -> bool:
-        """Whether the p95 latency meets the target (NaN, i.e. no result yet, does not)."""
+        """Whether the p95 latency meets the target (NaN, i.e. no result yet, does not; a query
+        whose feed ended is not held to it)."""
+        if self.ended:
+            return True
         return math.isfinite(self.latency_p95_s) and self.latency_p95_s <= self.latency_target_s
 
 
@@ -70,7 +75,14 @@ class IntervalRecord:
 
     ``capacity_tuples`` is what the cost model estimated the interval could process;
     ``processed_tuples`` is what Spark actually processed for that interval's batches;
-    ``batch_s`` is the measured micro-batch duration. Per-query dicts are keyed by query name.
+    ``batch_s`` is the measured micro-batch duration; ``span`` the intervals the decision's
+    batch spans, ``overhead_s`` and ``per_tuple_s`` the cost model's fit when it was made
+    (NaN when the capacity is fixed). Per-query dicts are keyed by query name:
+    ``query_sic`` is the SIC measured at the decision (THEMIS Eq. 4 over the query's latest
+    complete STW, :mod:`spillway.quality.stw_account`), ``query_sic_projected`` what the
+    shedder projected for the STW its decision ends (THEMIS §6 local projection);
+    ``query_arrived`` and ``query_admitted`` the query's tuples decided and kept (``query_kept``
+    is their ratio, 1 when nothing arrived).
 
     ``query_groups`` and ``query_groups_kept`` are filled only by decisions of a policy that
     admits per group (``Policy.needs_groups``, e.g. CoD): per query, the distinct group keys
@@ -91,10 +103,16 @@ class IntervalRecord:
     processed_tuples: int
     batch_s: float
     query_sic: dict[str, float] = field(default_factory=dict)
+    query_sic_projected: dict[str, float] = field(default_factory=dict)
     query_kept: dict[str, float] = field(default_factory=dict)
+    query_arrived: dict[str, int] = field(default_factory=dict)
+    query_admitted: dict[str, int] = field(default_factory=dict)
     query_latency_s: dict[str, float] = field(default_factory=dict)
     query_groups: dict[str, int] = field(default_factory=dict)
     query_groups_kept: dict[str, int] = field(default_factory=dict)
+    span: int = 1
+    overhead_s: float = math.nan
+    per_tuple_s: float = math.nan
 
     @property
     def missing_groups(self) -> dict[str, int]:

@@ -25,9 +25,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from spillway.errors import UnknownNameError
+from spillway.progress import report
+
+if TYPE_CHECKING:
+    from spillway.experiments.checks import Check
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -35,7 +39,9 @@ class BenchResult:
     """What one benchmark hands back to ``spillway bench``.
 
     ``summary`` goes under the benchmark's name in summary.json, ``rows`` into ``<name>.csv``,
-    ``markdown`` (which may embed PNGs the benchmark wrote into the folder) into report.md.
+    ``markdown`` (which may embed PNGs the benchmark wrote into the folder) into report.md, and
+    ``checks`` (its goals' verdicts, :mod:`spillway.experiments.checks`) into summary.json's
+    ``checks`` list and the report's Checks section.
 
     >>> BenchResult(summary={"n": 1}, rows=[{"n": 1}], markdown="one row").rows
     [{'n': 1}]
@@ -44,6 +50,7 @@ class BenchResult:
     summary: Mapping[str, Any]
     rows: Sequence[Mapping[str, Any]]
     markdown: str
+    checks: Sequence[Check] = ()
 
 
 #: Backlog shapes (queries, sources per query) timed by the decision benchmark.
@@ -71,7 +78,7 @@ def bench_decision(out: Path, *, quick: bool, seed: int) -> BenchResult:
     Calls :func:`spillway.bench.decision.measure_decision_ms` (THEMIS §7.6 compares the fair
     and the random shedder the same way) and plots milliseconds against lanes per policy.
     """
-    from spillway.bench.decision import measure_decision_ms
+    from spillway.bench.decision import decision_checks, measure_decision_ms
     from spillway.policies import POLICIES
     from spillway.reporting import line_plot, markdown_table
 
@@ -105,24 +112,27 @@ def bench_decision(out: Path, *, quick: bool, seed: int) -> BenchResult:
         f"a third of the backlog, seed {seed}); `fair_over_random` is balance-sic over random "
         f"(THEMIS §7.6 reports +11%).\n\n{markdown_table(rows)}\n\n![decision time]({plot.name})"
     )
-    return BenchResult(summary=measured, rows=rows, markdown=text)
+    return BenchResult(summary=measured, rows=rows, markdown=text, checks=decision_checks(measured))
 
 
 def bench_spark(out: Path, *, quick: bool, seed: int) -> BenchResult:
     """The Spark benchmarks: source rows/s vs Spark's ``rate`` source, and p95 latency and
     utilisation at 3x overload with balance-sic vs no shedding (:mod:`spillway.bench.spark_bench`).
     """
-    from spillway.bench.spark_bench import figure_rows, report_markdown
+    from spillway.bench.spark_bench import figure_rows, report_markdown, spark_checks
     from spillway.bench.spark_bench import run as run_spark_bench
 
     summary = run_spark_bench(quick, out, seed)
     return BenchResult(
-        summary=summary, rows=figure_rows(summary), markdown=report_markdown(summary)
+        summary=summary,
+        rows=figure_rows(summary),
+        markdown=report_markdown(summary),
+        checks=spark_checks(summary),
     )
 
 
 def headline_keys(done: Mapping[str, BenchResult]) -> dict[str, Any]:
-    """The figures issue 3 names, lifted to the top level of ``summary.json``.
+    """The headline figures, lifted to the top level of ``summary.json``.
 
     ``decision_ms`` maps ``"<queries>x<sources>"`` to the median ms per policy;
     ``fair_over_random`` maps the same keys to balance-sic / random.
@@ -155,6 +165,10 @@ def run_benchmarks(
 ) -> Path:
     """Run benchmarks into the existing folder ``out``; write their tables and a report.
 
+    summary.json holds every benchmark's summary, the headline figures, ``checks`` (each
+    benchmark's goals as ``{name, verdict, why}``) and ``verdicts``; every float is rounded to
+    4 significant digits.
+
     Parameters
     ----------
     out : Path
@@ -184,6 +198,7 @@ def run_benchmarks(
     ...
     spillway.errors.UnknownNameError: unknown benchmark 'decison'; known: decision, spark
     """
+    from spillway.experiments.checks import as_dicts, counts, markdown
     from spillway.reporting import write_csv, write_report, write_summary
 
     selected = list(dict.fromkeys(BENCHMARKS if names is None else names))
@@ -191,9 +206,14 @@ def run_benchmarks(
         if n not in BENCHMARKS:
             known = ", ".join(BENCHMARKS)
             raise UnknownNameError(f"unknown benchmark {n!r}; known: {known}")
-    done = {n: BENCHMARKS[n](out, quick=quick, seed=seed) for n in selected}
+    done = {}
+    for i, n in enumerate(selected):
+        report(f"benchmark {n} ({i + 1} of {len(selected)}) started")
+        done[n] = BENCHMARKS[n](out, quick=quick, seed=seed)
+        report(f"benchmark {n} done")
     for n, res in done.items():
         write_csv(out / f"{n}.csv", res.rows)
+    checks = [c for res in done.values() for c in res.checks]
     write_summary(
         out,
         {
@@ -201,7 +221,11 @@ def run_benchmarks(
             "seed": seed,
             "benchmarks": {n: res.summary for n, res in done.items()},
             **headline_keys(done),
+            "checks": as_dicts(checks),
+            "verdicts": counts(checks),
         },
+        significant=4,
     )
-    sections = [(n, f"Table: `{n}.csv`.\n\n{res.markdown}") for n, res in done.items()]
+    sections = [("Checks", markdown(checks))]
+    sections += [(n, f"Table: `{n}.csv`.\n\n{res.markdown}") for n, res in done.items()]
     return write_report(out, "spillway benchmarks" + " (quick)" * quick, sections)

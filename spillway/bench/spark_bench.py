@@ -46,8 +46,10 @@ import pandas as pd
 
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError
+from spillway.experiments.checks import Check, compare
 from spillway.policies.base import Admission, Backlog, Policy, admit_all
-from spillway.reporting import line_plot, markdown_table, write_csv
+from spillway.progress import report
+from spillway.reporting import line_plot, markdown_table, num, write_csv
 
 #: Tuples/s per source the overload workload is configured with before the calibration scales
 #: it: high enough that calibration batches hold hundreds of thousands of rows, so the per-tuple
@@ -87,7 +89,7 @@ class SparkBenchConfig:
         starts; they are not counted.
     overload : arrival rate over measured capacity in the overload comparison.
     overload_queries : TOP-5 queries (20 sources = 10 machines each) of the overload workload.
-    overload_duration_s : streaming time of each overload run (issue 3: 3 minutes).
+    overload_duration_s : streaming time of each overload run (3 minutes by default).
     calibrate_s : capacity calibration before the overload runs.
     warmup_s : results and intervals before this feed time are ignored.
     headroom : share of each interval the shedding node may fill.
@@ -560,6 +562,74 @@ def overload_comparison(spark: Any, cfg: SparkBenchConfig) -> dict[str, Any]:
     }
 
 
+# ------------------------------------------------------------------------------ checks
+
+#: Goals of the Spark benchmarks (THEMIS §7.6 and §6: shedding keeps latency bounded and the
+#: node busy; the source should not cost much more than Spark's own).
+SOURCE_RATIO_GOAL = 0.8
+UTILISATION_GOAL = 0.85
+#: Latency counts as bounded while it grows by at most this many seconds per second of run
+#: (1 s more per 50 s); without shedding it must grow by at least :data:`NOSHED_GROWTH_MIN`.
+LATENCY_GROWTH_MAX = 0.02
+NOSHED_GROWTH_MIN = 0.1
+
+
+def spark_checks(summary: Mapping[str, Any]) -> list[Check]:
+    """The Spark benchmarks' goals, evaluated on one run's summary (:func:`run`'s keys).
+
+    - ``latency_grows_without_shedding``: the no-shedding run's latency grows by at least
+      :data:`NOSHED_GROWTH_MIN` s per s (else the overload was not real and the comparison
+      shows nothing);
+    - ``latency_bounded_with_shedding``: the shedding run's latency grows by at most
+      :data:`LATENCY_GROWTH_MAX` s per s;
+    - ``latency_p95_shed_below_noshed``: p95 latency with BALANCE-SIC below p95 without;
+    - ``utilisation_ge_0.85``: processed rate over the measured capacity;
+    - ``source_ratio_ge_0.8``: sustained rows/s of the spillway source over the ``rate``
+      source's (a goal; ``why`` names the per-row costs when it is missed).
+
+    >>> s = {"latency_shed": {"growth_s_per_s": 0.0}, "latency_noshed": {"growth_s_per_s": 0.7},
+    ...      "latency_p95_shed_s": 4.8, "latency_p95_noshed_s": 21.4, "utilisation": 1.03,
+    ...      "source_ratio": 0.48, "source_per_row_us": {"spillway": 0.94, "rate": 0.48}}
+    >>> [(c.name, c.verdict) for c in spark_checks(s)]  # doctest: +NORMALIZE_WHITESPACE
+    [('latency_grows_without_shedding', 'pass'), ('latency_bounded_with_shedding', 'pass'),
+     ('latency_p95_shed_below_noshed', 'pass'), ('utilisation_ge_0.85', 'pass'),
+     ('source_ratio_ge_0.8', 'fail')]
+    """
+    shed = summary.get("latency_shed") or {}
+    noshed = summary.get("latency_noshed") or {}
+    ratio = compare(
+        f"source_ratio_ge_{SOURCE_RATIO_GOAL}", summary.get("source_ratio"), ">=",
+        SOURCE_RATIO_GOAL, what="spillway source rows/s over the rate source's",
+    )  # fmt: skip
+    per_row = summary.get("source_per_row_us") or {}
+    if ratio.failed and per_row:
+        ratio = Check(
+            name=ratio.name, verdict=ratio.verdict,
+            why=f"{ratio.why}; cost per row in Spark {num(per_row.get('spillway'), 3)} us "
+            f"(spillway) vs {num(per_row.get('rate'), 3)} us (rate): Spark's path for a Python "
+            "data source",
+        )  # fmt: skip
+    return [
+        compare(
+            "latency_grows_without_shedding", noshed.get("growth_s_per_s"), ">=",
+            NOSHED_GROWTH_MIN, what="latency growth without shedding (s per s)",
+        ),
+        compare(
+            "latency_bounded_with_shedding", shed.get("growth_s_per_s"), "<=",
+            LATENCY_GROWTH_MAX, what="latency growth with BALANCE-SIC (s per s)",
+        ),
+        compare(
+            "latency_p95_shed_below_noshed", summary.get("latency_p95_shed_s"), "<",
+            summary.get("latency_p95_noshed_s"), what="p95 latency with BALANCE-SIC (s)",
+        ),
+        compare(
+            f"utilisation_ge_{UTILISATION_GOAL}", summary.get("utilisation"), ">=",
+            UTILISATION_GOAL, what="processed rate over the measured capacity",
+        ),
+        ratio,
+    ]  # fmt: skip
+
+
 # ------------------------------------------------------------------------------ entry point
 
 
@@ -571,7 +641,7 @@ def run(quick: bool, out_dir: Path | str, seed: int = 0, spark: Any = None) -> d
     shedding interval: capacity, arrived, admitted, processed) and
     ``spark_overload_latency.png``. :func:`report_markdown` turns the returned dict into a
     report section. Returns ``source_rows_per_s``, ``rate_source_rows_per_s``, ``source_ratio``,
-    ``latency_p95_shed_s``, ``latency_p95_noshed_s``, ``utilisation`` (issue 3 keys) plus the
+    ``latency_p95_shed_s``, ``latency_p95_noshed_s``, ``utilisation`` (the documented keys) plus the
     latency growth of both runs, the measured capacity and the settings.
     """
     from spillway.experiments._spark_runs import experiment_spark
@@ -587,6 +657,10 @@ def run(quick: bool, out_dir: Path | str, seed: int = 0, spark: Any = None) -> d
         # turn (batch sizes vary, so each source's fixed and per-row costs can be fitted).
         offered = cfg.source_rate / (2 if r % 2 else 1)
         for fn in (spillway_source_throughput, rate_source_throughput):
+            report(
+                f"bench spark: source round {r + 1}/{cfg.source_rounds}, "
+                f"{fn.__name__.split('_')[0]} source at {offered:,.0f} rows/s"
+            )
             res, used = fn(spark, cfg, offered)
             runs.append({"round": r, "offered_rows_per_s": offered, **res})
             batches[res["source"]] += [{"round": r, "source": res["source"], **b} for b in used]
@@ -594,7 +668,9 @@ def run(quick: bool, out_dir: Path | str, seed: int = 0, spark: Any = None) -> d
     write_csv(out / "spark_source_batches.csv", batches["spillway"] + batches["rate"])
     ours = source_speed([x for x in runs if x["source"] == "spillway"], batches["spillway"], cfg)
     theirs = source_speed([x for x in runs if x["source"] == "rate"], batches["rate"], cfg)
+    report("bench spark: reader rows/s on one core")
     reader = reader_rows_per_s(cfg)
+    report("bench spark: latency under overload, with and without shedding")
     ov = overload_comparison(spark, cfg)
     summary = _summary(cfg, ours, theirs, ov)
     summary["reader_rows_per_s_one_core"] = reader
@@ -678,7 +754,7 @@ def _write_overload_tables(out: Path, ov: Mapping[str, Any]) -> None:
         )
 
 
-#: The keys of :func:`run`'s result that issue 3 names for ``spillway bench``'s summary.json.
+#: The keys of :func:`run`'s result that ``spillway bench``'s summary.json lifts to its top level.
 SUMMARY_KEYS = ("source_rows_per_s", "rate_source_rows_per_s", "source_ratio",
                 "latency_p95_shed_s", "latency_p95_noshed_s", "utilisation")  # fmt: skip
 
@@ -773,10 +849,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, required=True)
     a = p.parse_args(argv)
+    from spillway.experiments.checks import as_dicts, console_lines, counts
     from spillway.reporting import write_report, write_summary
 
     summary = run(a.quick, a.out, a.seed)
-    write_summary(a.out, summary)
+    found = spark_checks(summary)
+    summary = {**summary, "checks": as_dicts(found), "verdicts": counts(found)}
+    write_summary(a.out, summary, significant=4)
+    print("\n".join(console_lines(found)))
     title = "spillway Spark benchmarks" + (" (quick)" * a.quick)
     write_report(a.out, title, [("Spark", report_markdown(summary))])
     print(json.dumps({k: summary[k] for k in ("source_ratio", "utilisation")}, default=str))

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 from spillway.control.capacity import (
     NodeBudget,
+    batch_span,
     capacity_tuples,
     node_budget,
     per_tuple_only_capacity,
@@ -53,6 +54,7 @@ __all__ = [
     "CostModelConfig",
     "CostModelState",
     "NodeBudget",
+    "batch_span",
     "OverloadConfig",
     "OverloadDecision",
     "capacity_tuples",

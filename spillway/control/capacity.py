@@ -1,7 +1,7 @@
 """The node's budget per shedding interval, from the fitted costs of its Spark plans.
 
 A node runs one Spark plan per query shape; the plans share the node's executors, so capacity is
-one node-level budget of executor time per shedding interval (= trigger interval, DESIGN §3):
+one node-level budget of executor time per shedding interval (= trigger interval, docs/design.md):
 
     budget = headroom · interval − Σ_{plans that will run} overhead_p,
 
@@ -34,7 +34,8 @@ Examples
 
 References
 ----------
-THEMIS §6 "Cost model" and "Overload detection"; DESIGN §3 "Cost model".
+THEMIS §6 "Cost model" and "Overload detection"; docs/design.md, "Decisions where the papers
+are silent or wrong" (cost model).
 """
 
 from __future__ import annotations
@@ -240,3 +241,42 @@ def per_tuple_only_capacity(
     if rows == 0 or duration_s == 0:
         return math.inf
     return headroom * interval_s / (duration_s / rows)
+
+
+def batch_span(
+    overhead_s: float,
+    interval_s: float,
+    headroom: float = 0.8,
+    *,
+    current: int = 1,
+    share: float = 0.75,
+    limit: int = 4,
+    slack: float = 0.8,
+) -> int:
+    """How many shedding intervals one micro-batch should span so its fixed cost fits.
+
+    A micro-batch costs ``overhead_s`` whatever it holds; when that is most of the budget
+    ``headroom · interval`` there is almost nothing left for tuples, and shedding everything
+    would not even bring the batch under the interval. So the node lets a batch span ``m``
+    intervals: the smallest ``m`` (at most ``limit``) with ``overhead_s <= share · headroom ·
+    m · interval`` (a quarter of the budget stays for tuples). Coming down is damped: from ``current`` the span only falls by one, once
+    the overhead fits a span of ``current - 1`` with ``slack`` to spare (noisy overhead
+    estimates do not make batches alternate between spans).
+
+    Examples
+    --------
+    >>> batch_span(0.5, 1.0), batch_span(0.7, 1.0), batch_span(5.0, 1.0)
+    (1, 2, 4)
+    >>> batch_span(0.55, 1.0, current=2), batch_span(0.4, 1.0, current=3)
+    (2, 2)
+    """
+    _check_interval(interval_s, headroom)
+    if not (isinstance(limit, int) and limit >= 1):
+        raise ConfigError(f"limit must be an int >= 1, got {limit!r}")
+    per = share * headroom * interval_s
+    need = min(limit, max(1, math.ceil(overhead_s / per - 1e-9)))
+    if need >= current:
+        return need
+    if overhead_s <= slack * per * (current - 1):
+        return current - 1
+    return current

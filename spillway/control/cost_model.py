@@ -1,7 +1,7 @@
 """Online cost model of one Spark plan: fixed overhead + per-tuple cost per micro-batch.
 
 A micro-batch of ``rows`` tuples takes ``duration ≈ overhead + per_tuple · rows`` seconds
-(DESIGN §3). THEMIS (§6) keeps only the per-tuple average ("processing time per tuple, smoothed
+(docs/design.md, cost model). THEMIS (§6) keeps only the per-tuple average ("processing time per tuple, smoothed
 with a moving average"); on Spark every micro-batch also pays a fixed cost (planning, scheduling
 tasks, state-store commits, offset and commit logs), so both terms are fitted here.
 
@@ -50,7 +50,7 @@ True
 References
 ----------
 THEMIS §6 "Cost model" (per-tuple moving average, the baseline this model extends);
-DESIGN §3 "Cost model".
+docs/design.md, "Decisions where the papers are silent or wrong" (cost model).
 """
 
 from __future__ import annotations

@@ -1,25 +1,46 @@
 """Reproduced experiments: one module per paper figure, looked up by name in :data:`EXPERIMENTS`.
 
-The contract every registered module keeps (the CLI relies on nothing else):
+Every experiment is built on one skeleton (:mod:`spillway.experiments.framework`): a frozen
+config → ``measure`` (Spark runs, a simulation, numpy over a feed) → ``analyse`` (values,
+checks, tables, figures, prose) → one report folder written alike for all. The contract every
+registered module keeps (the CLI relies on nothing else):
 
-- a module docstring whose first line says which figure it reproduces (the CLI lists it);
+- a module docstring whose first line says which figure it reproduces, and ``DESCRIPTION``
+  (one line, listed by ``spillway experiment --help``);
 - a frozen, ``kw_only`` dataclass config class, validated in ``__post_init__`` (raising
   :class:`~spillway.errors.ConfigError` / :class:`~spillway.errors.UnknownNameError`);
 - ``make_config(quick: bool = False, seed: int = 0) -> Config``: the full paper-shaped run, or
   with ``quick=True`` a smaller one that finishes in well under 4 minutes on 2 cores; ``seed``
   is the first seed (multi-seed experiments use ``seed, seed + 1, ...``);
-- ``run(config, out_dir) -> dict``: runs it and writes into ``out_dir`` (created if missing)
-  ``summary.json`` (the returned dict: the config, the measured values under documented keys,
-  and ``checks``: criterion name → bool, evaluated on this run's numbers), one or more CSV files
-  with every measured point, PNG plots with labelled axes and legends, and ``report.md`` that
-  embeds the plots and sets the paper's reported values beside this run's, with honest notes on
-  what differs. Every number comes from the run; nothing is hard-coded.
+- ``EXPERIMENT``: its :class:`~spillway.experiments.framework.Experiment` (name, title, config
+  type, ``measure``, ``analyse``), and ``run(config, out_dir) -> dict`` calling
+  ``EXPERIMENT.run``. It writes into ``out_dir`` (created if missing) ``summary.json`` (the
+  returned dict: ``experiment``, ``title``, ``config``, the measured values under documented
+  keys with every float rounded to 4 significant digits, ``checks``: a list of ``{name,
+  verdict, why}`` with verdict ``"pass"``, ``"fail"`` or ``"not applicable"``
+  (:mod:`spillway.experiments.checks`), ``verdicts``: how many of each, ``measured_s``), one or
+  more CSV files with every measured point, PNG plots with labelled axes and legends, and
+  ``report.md``: the verdicts, the set-up, the paper's values beside this run's, every check
+  with its reason, each plot beside what the paper's figure shows, and honest notes on what
+  differs. Every number comes from the run; nothing is hard-coded.
+
+Every check can fail on a realistic run (``tests/experiments`` feeds each one such a run). A
+claim that applies to no case of the run, or holds by construction, is reported
+``"not applicable"`` with the reason, never ``"pass"``.
 
 The CLI does exactly::
 
     module = EXPERIMENTS[name]                     # or get_experiment(name)
     config = module.make_config(quick=quick, seed=seed)
-    summary = module.run(config, out_dir)
+    summary = module.run(config, out_dir)          # then prints every check's verdict
+
+A ``"fail"`` verdict is a finding of the run, not an error of the command: ``spillway
+experiment`` prints it (``FAIL`` and the reason, and a count line) and exits 0, because the run
+completed and its report holds the finding; a non-zero exit would make a finding look like a
+crash and stop scripts that run several experiments in a row. It exits non-zero only when the
+run cannot complete, with the codes of every ``spillway`` command (1 a run that failed, 2 a
+bad name, config or input, 130 Ctrl-C). Scripts that gate on verdicts read ``verdicts`` (or
+``checks``) in summary.json.
 
 Registered:
 

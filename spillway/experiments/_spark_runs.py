@@ -32,6 +32,7 @@ import pandas as pd
 from spillway.config import NodeConfig
 from spillway.errors import ConfigError, SpillwayError
 from spillway.policies.base import Policy
+from spillway.progress import report
 from spillway.status import IntervalRecord
 
 #: Failures worth a fresh start: Spark waits a fixed 10 s for a new Python worker to connect.
@@ -155,6 +156,10 @@ def run_level(
     SpillwayError
         A streaming query of the node failed.
     """
+    report(
+        f"running {len(config.queries)} queries for {duration_s:g} s (policy "
+        f"{policy.name if policy is not None else config.policy})"
+    )
     for attempt in range(retries + 1):
         try:
             return _run_once(

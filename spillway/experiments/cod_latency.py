@@ -1,7 +1,7 @@
 """``cod-latency``: window latency and throughput of normal processing, Uniform and CoD on Spark
 (CoD Figs. 7-8).
 
-Setup (CoD §VII-C1/C2, spec B/C3 CD-4, scaled to one 2-core machine). Per workload one
+Setup (CoD §VII-C1/C2, scaled to one 2-core machine). Per workload one
 :class:`~spillway.spark.node.Node` streams one grouped-mean query (kind ``group_avg``: the mean
 of ``value`` per ``key`` and tumbling window) three times on identical input:
 
@@ -42,14 +42,14 @@ Examples
 References
 ----------
 Katsipoulakis, Labrinidis, Chrysanthis, "Concept-Driven Load Shedding", §VII-C1 (Fig. 7),
-§VII-C2 (Fig. 8); spec ``themis_and_cod.md`` B and C3 (CD-4).
+§VII-C2 (Fig. 8).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -59,8 +59,10 @@ import pandas as pd
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.experiments._spark_runs import LevelRun, check_positive, experiment_spark, run_level
+from spillway.experiments.checks import Check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.policies.base import Policy
-from spillway.reporting import bar_plot, markdown_table, write_csv, write_report, write_summary
+from spillway.reporting import markdown_table
 from spillway.workloads import GROUPED_FEEDS
 
 #: One line for ``spillway experiment --help``.
@@ -85,7 +87,7 @@ PAPER = {
     "tuple)",
 }
 
-#: Issue 4: CoD's rows/s must be within this fraction of Uniform's.
+#: CoD's rows/s must be within this fraction of Uniform's (the paper: CoD faster than Uniform).
 ROWS_TOLERANCE = 0.2
 
 
@@ -323,74 +325,40 @@ def measure(config: CodLatencyConfig, spark: Any = None) -> list[dict[str, Any]]
     return runs
 
 
-def checks(runs: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
-    """Issue 4 per workload: Uniform's and CoD's mean and p95 latency below normal's; CoD's
-    rows/s at least ``1 - ROWS_TOLERANCE`` of Uniform's.
+def checks(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
+    """CoD §VII-C1/C2 per workload: Uniform's and CoD's mean and p95 latency below normal's;
+    CoD's rows/s at least ``1 - ROWS_TOLERANCE`` of Uniform's. A workload without one of the
+    modes fails (its comparison was not measured); no workload at all is not applicable.
 
     >>> r = [{"workload": "w", "policy": p, "latency_mean_s": m, "latency_p95_s": m * 2,
     ...       "rows_per_s": v} for p, m, v in [("normal", 3.0, 1e5), ("uniform", 1.0, 9e5),
     ...       ("cod", 1.2, 8e5)]]
-    >>> checks(r)
-    {'latency_below_normal': True, 'cod_rows_within_20pct_of_uniform': True}
+    >>> [(c.name, c.verdict) for c in checks(r)]
+    [('latency_below_normal', 'pass'), ('cod_rows_within_20pct_of_uniform', 'pass')]
+    >>> [c.verdict for c in checks([])]
+    ['not applicable', 'not applicable']
     """
     by = {(r["workload"], r["policy"]): r for r in runs}
-    below, rows_ok = True, True
-    for w in dict.fromkeys(r["workload"] for r in runs):
-        normal = by.get((w, "normal"))
+    workloads = list(dict.fromkeys(r["workload"] for r in runs))
+    latency, rows = [], []
+    for w in workloads:
+        normal = by.get((w, "normal"), {})
         for p in ("uniform", "cod"):
-            r = by.get((w, p))
-            if normal is None or r is None:
-                below = False
-                continue
-            for k in ("latency_mean_s", "latency_p95_s"):
-                below = below and bool(r[k] < normal[k])
-        u, c = by.get((w, "uniform")), by.get((w, "cod"))
-        rows_ok = (
-            rows_ok
-            and u is not None
-            and c is not None
-            and bool(c["rows_per_s"] >= (1 - ROWS_TOLERANCE) * u["rows_per_s"])
-        )
-    return {"latency_below_normal": below, "cod_rows_within_20pct_of_uniform": rows_ok}
+            r = by.get((w, p), {})
+            for k, stat in (("latency_mean_s", "mean"), ("latency_p95_s", "p95")):
+                latency.append(compare(f"{w} {p} {stat}", r.get(k), "<", normal.get(k, math.nan)))
+        u, c = by.get((w, "uniform"), {}), by.get((w, "cod"), {})
+        bound = (1 - ROWS_TOLERANCE) * u.get("rows_per_s", math.nan)
+        rows.append(compare(f"{w} cod rows/s", c.get("rows_per_s"), ">=", bound))
+    none = "no workload was measured"
+    pct = f"{ROWS_TOLERANCE:.0%}".replace("%", "pct")
+    return [
+        every("latency_below_normal", latency, none_why=none),
+        every(f"cod_rows_within_{pct}_of_uniform", rows, none_why=none),
+    ]
 
 
-# ------------------------------------------------------------------------------ outputs
-
-
-def write_outputs(
-    out_dir: Path | str, runs: Sequence[Mapping[str, Any]], config: CodLatencyConfig
-) -> dict[str, Any]:
-    """Write summary.json, runs.csv, the plots and report.md; returns the summary."""
-    out = Path(out_dir)
-    summary: dict[str, Any] = {
-        "experiment": "cod-latency",
-        "runs": [dict(r) for r in runs],
-        "ratios": ratios(runs),
-        "paper": PAPER,
-        "checks": checks(runs),
-        "config": asdict(config),
-    }
-    write_summary(out, summary)
-    write_csv(out / "runs.csv", summary["runs"])
-    figures = []
-    for w in config.workloads:
-        rs = {r["policy"]: r for r in runs if r["workload"] == w}
-        modes = [p for p in POLICIES if p in rs]
-        bar_plot(
-            out / f"latency_{w}.png", ["mean", "p95"],
-            {p: [rs[p]["latency_mean_s"], rs[p]["latency_p95_s"]] for p in modes},
-            title=f"Window latency, {w} (b = {config.b:g})", ylabel="latency (s)",
-            xlabel="statistic over the run's windows",
-        )  # fmt: skip
-        bar_plot(
-            out / f"rows_{w}.png", ["input rows/s of batch time", "kept rows/s of batch time"],
-            {p: [rs[p]["rows_per_s"], rs[p]["kept_rows_per_s"]] for p in modes},
-            title=f"Throughput, {w} (b = {config.b:g})", ylabel="rows per second",
-        )  # fmt: skip
-        figures.append(f"![latency {w}](latency_{w}.png)\n\n![rows {w}](rows_{w}.png)")
-    write_report(out, "CoD latency and throughput on Spark (CoD Figs. 7-8)",
-                 _report_sections(summary, config, figures))  # fmt: skip
-    return summary
+# ------------------------------------------------------------------------------ analysis
 
 
 def ratios(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -418,15 +386,52 @@ def ratios(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return out
 
 
-def _report_sections(
-    summary: Mapping[str, Any], config: CodLatencyConfig, figures: Sequence[str]
-) -> list[tuple[str, str]]:
-    c = summary["checks"]
+def analyse(config: CodLatencyConfig, runs: Sequence[Mapping[str, Any]]) -> Analysis:
+    """Values, checks, tables, figures and prose of a cod-latency run (``runs``: one dict per
+    workload and mode, as :func:`measure` returns them)."""
+    runs = [dict(r) for r in runs]
+    figures = []
+    for w in config.workloads:
+        rs = {r["policy"]: r for r in runs if r["workload"] == w}
+        modes = [p for p in POLICIES if p in rs]
+        paper = PAPER["fig8"] if w in ("taxi", "tasks") else PAPER["fig7"]
+        figures += [
+            Figure(
+                file=f"latency_{w}.png", groups=["mean", "p95"],
+                bars={p: [rs[p]["latency_mean_s"], rs[p]["latency_p95_s"]] for p in modes},
+                title=f"Window latency, {w} (b = {config.b:g})", ylabel="latency (s)",
+                xlabel="statistic over the run's windows", paper=f"CoD {paper}",
+            ),
+            Figure(
+                file=f"rows_{w}.png",
+                groups=["input rows/s of batch time", "kept rows/s of batch time"],
+                bars={p: [rs[p]["rows_per_s"], rs[p]["kept_rows_per_s"]] for p in modes},
+                title=f"Throughput, {w} (b = {config.b:g})", ylabel="rows per second",
+                xlabel="",
+            ),
+        ]  # fmt: skip
+    cols = ["workload", "policy", "latency_mean_s", "latency_p95_s", "rows_per_s",
+            "kept_rows_per_s", "busy_share", "kept_fraction", "error", "missing_groups",
+            "windows"]  # fmt: skip
+    rat = ratios(runs)
+    return Analysis(
+        values={"runs": runs, "ratios": rat, "paper": PAPER},
+        checks=checks(runs),
+        tables={"runs.csv": runs},
+        figures=figures,
+        setup=_setup(config),
+        paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
+        notes=_notes(config),
+        sections=[("Measured", markdown_table(runs, cols) + "\n\n" + markdown_table(rat))],
+    )
+
+
+def _setup(config: CodLatencyConfig) -> str:
     workloads = "\n".join(
         f"- `{w}`: {WORKLOADS[w][2]}; feed `{WORKLOADS[w][0]}` with {WORKLOADS[w][1]}"
         for w in config.workloads
     )
-    setup = (
+    return (
         f"One spillway Node on Spark (`{config.master}`) per run, one `group_avg` query "
         f"(mean of the value per key and {config.window_s:g} s tumbling window) over "
         f"{config.sources} sources at {config.rate:,.0f} tuples/s in all, trigger "
@@ -436,19 +441,10 @@ def _report_sections(
         f"capacity is fixed at {CAPACITY_FACTOR:g}x the input so that normal processing is "
         "never shed.\n\n" + workloads
     )
-    cols = ["workload", "policy", "latency_mean_s", "latency_p95_s", "rows_per_s",
-            "kept_rows_per_s", "busy_share", "kept_fraction", "error", "missing_groups",
-            "windows"]  # fmt: skip
-    measured = markdown_table(list(summary["runs"]), cols)
-    ratio_table = markdown_table(list(summary["ratios"]))
-    verdict = (
-        f"- Uniform's and CoD's mean and p95 latency below normal's: "
-        f"{'yes' if c['latency_below_normal'] else 'NO'}\n"
-        f"- CoD's rows/s within {ROWS_TOLERANCE:.0%} of Uniform's: "
-        f"{'yes' if c['cod_rows_within_20pct_of_uniform'] else 'NO'}"
-    )
-    paper = "\n".join(f"- {k}: {v}" for k, v in PAPER.items())
-    notes = (
+
+
+def _notes(config: CodLatencyConfig) -> str:
+    return (
         "- Spark micro-batches instead of Storm: a window's result waits for the trigger that "
         "closes it and for the whole micro-batch; the paper measures from the watermark's "
         "arrival at the stateful operator to the result. Absolute milliseconds are "
@@ -468,15 +464,17 @@ def _report_sections(
         "here both select by hashing every tuple index in numpy, so that difference is not "
         "expected."
     )
-    return [
-        ("Setup", setup),
-        ("What the paper reported", paper),
-        ("Measured", measured + "\n\n" + ratio_table + "\n\n" + verdict),
-        ("Figures", "\n\n".join(figures)),
-        ("How this run differs from the paper", notes),
-    ]
+
+
+EXPERIMENT: Experiment[CodLatencyConfig, list[dict[str, Any]]] = Experiment(
+    name="cod-latency",
+    title="CoD latency and throughput on Spark (CoD Figs. 7-8)",
+    config_type=CodLatencyConfig,
+    measure=measure,
+    analyse=analyse,
+)
 
 
 def run(config: CodLatencyConfig, out_dir: Path | str) -> dict[str, Any]:
     """Run all modes of every workload on Spark and write the report folder."""
-    return write_outputs(out_dir, measure(config), config)
+    return EXPERIMENT.run(config, out_dir)

@@ -28,15 +28,14 @@ True
 
 References
 ----------
-THEMIS (SIGMOD 2016) §7.1, Figs. 6-7; Fiscato, PhD thesis, 2012, §6.2 (digest
-``spec/fiscato_dissp.md`` §4); acceptance tests TH-2 and TH-3 (``spec/themis_and_cod.md`` C3).
+THEMIS (SIGMOD 2016) §7.1, Figs. 6-7; Fiscato, PhD thesis, 2012, §6.2.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,8 +51,10 @@ from spillway.experiments._spark_runs import (
     experiment_spark,
     run_level,
 )
+from spillway.experiments.checks import Check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.quality.metrics import spearman_rho
-from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
+from spillway.reporting import markdown_table, num
 
 #: Feeds of the aggregate queries (THEMIS §7: synthetic, mixed and a real-world stand-in).
 DATASETS: tuple[str, ...] = ("gaussian", "uniform", "exponential", "mixed", "cluster")
@@ -70,9 +71,11 @@ ERROR_NAMES: dict[str, str] = {
     "top5": "normalised Kendall distance",
     "cov": "RMS of covariance error / RMS of exact covariance",
 }
-#: Spearman thresholds of issue 3 (TH-2, TH-3): rho(SIC, error) must be at most this.
+#: Spearman's rho of SIC against error must be at most this (THEMIS §7.1: "significant
+#: correlation", strongest for COUNT).
 RHO_LIMITS: dict[str, float] = {"count": -0.8, "top5": -0.7, "cov": -0.7}
-#: AVG error must be below COUNT error at every SIC up to this value (TH-2).
+#: AVG error must be below COUNT error at every SIC up to this value (THEMIS §7.1: AVG's error
+#: changes little, COUNT's grows with shedding).
 AVG_BELOW_COUNT_UP_TO = 0.8
 
 #: One line for ``spillway experiment --help``.
@@ -504,7 +507,8 @@ def avg_vs_count(
 
 
 def count_vs_one_minus_sic(points: Sequence[Mapping[str, Any]]) -> float:
-    """Largest ``|COUNT error − (1 − SIC)|`` over the points (TH-2 expects about 0.07).
+    """Largest ``|COUNT error − (1 − SIC)|`` over the points (about 0.07 is expected: a COUNT
+    over a random share of the tuples misses the rest).
 
     >>> count_vs_one_minus_sic([{"case": "count/x", "query": "count", "dataset": "x",
     ...                          "level": 1, "sic": 0.4, "error": 0.62}])
@@ -576,37 +580,93 @@ def _step_record(run: LevelRun, n: int, node: NodeConfig, cap: float, warmup: fl
     }
 
 
-# ------------------------------------------------------------------------------ outputs
+# ------------------------------------------------------------------------------ checks
 
 
-def summarise(
-    windows: pd.DataFrame,
-    steps: Sequence[Mapping[str, Any]],
-    config: SicCorrelationConfig,
-) -> dict[str, Any]:
-    """summary.json: ``cases`` (query, dataset, spearman_rho, points, and the per-query rho),
-    the AVG-vs-COUNT check, the per-step records and the config."""
+def checks(case_rows: Sequence[Mapping[str, Any]], avc: Sequence[Mapping[str, Any]]) -> list[Check]:
+    """THEMIS §7.1's claims on this run's points.
+
+    - ``rho_within_limits``: Spearman's rho of SIC against error at most :data:`RHO_LIMITS`
+      for every COUNT, TOP-5 and COV case (a rho that could not be computed fails);
+    - ``avg_below_count_at_sic_le_0.8``: AVG's error below COUNT's at every step and dataset
+      with SIC <= 0.8; not applicable when no step reached that SIC.
+
+    >>> rows = [{"query": "count", "dataset": "uniform", "spearman_rho": -0.2, "limit": -0.8}]
+    >>> [(c.name, c.verdict) for c in checks(rows, [])]
+    [('rho_within_limits', 'fail'), ('avg_below_count_at_sic_le_0.8', 'not applicable')]
+    """
+    rho = every(
+        "rho_within_limits",
+        [compare(f"{c['query']}/{c['dataset']}", c["spearman_rho"], "<=", c["limit"])
+         for c in case_rows if c.get("limit") is not None],
+        none_why="no COUNT, TOP-5 or COV case ran",
+    )  # fmt: skip
+    below = every(
+        f"avg_below_count_at_sic_le_{AVG_BELOW_COUNT_UP_TO}",
+        [compare(f"{r['dataset']} step {r['level']} (SIC {num(r['sic'], 3)})", r["avg_error"],
+                 "<", r["count_error"],
+                 what=f"{r['dataset']} step {r['level']} (SIC {num(r['sic'], 3)}): AVG error")
+         for r in avc],
+        none_why=f"no load step reached SIC <= {AVG_BELOW_COUNT_UP_TO} (or none ran both AVG "
+        "and COUNT on one dataset)",
+    )  # fmt: skip
+    return [rho, below]
+
+
+# ------------------------------------------------------------------------------ analysis
+
+
+def analyse(
+    config: SicCorrelationConfig, measured: tuple[pd.DataFrame, Sequence[Mapping[str, Any]]]
+) -> Analysis:
+    """Values, checks, tables, figures and prose of a sic-correlation run (``measured``: every
+    compared result window and the per-step records, as :func:`run_levels` returns them).
+
+    summary.json: ``cases`` (query, dataset, spearman_rho, points, the per-query rho),
+    ``avg_below_count``, ``count_error_minus_one_minus_sic_max`` and ``steps``.
+    """
+    windows, steps = measured
     points = aggregate(windows)
-    case_rows = case_summaries(points, cases(config), aggregate(windows, per_query=True))
+    query_points = aggregate(windows, per_query=True)
+    case_rows = case_summaries(points, cases(config), query_points)
     avc = avg_vs_count(points)
-    rho_ok = [c["ok"] for c in case_rows if c["ok"] is not None]
-    return {
-        "experiment": "sic-correlation",
+    rows = windows.assign(window_start=windows["window_start"].astype(str))
+    rows["exact"] = rows["exact"].astype(str)
+    rows["shed"] = rows["shed"].astype(str)
+    values = {
         "cases": case_rows,
         "avg_below_count": avc,
         "count_error_minus_one_minus_sic_max": count_vs_one_minus_sic(points),
-        "checks": {
-            "rho_within_limits": bool(rho_ok) and all(rho_ok),
-            "avg_below_count_at_sic_le_0.8": bool(avc) and all(r["ok"] for r in avc),
-        },
         "steps": list(steps),
-        "config": asdict(config),
     }
+    found = checks(case_rows, avc)
+    return Analysis(
+        values=values,
+        checks=found,
+        tables={"points.csv": points, "query_points.csv": query_points, "windows.csv": rows,
+                "steps.csv": list(steps)},
+        figures=_figures(points),
+        setup=_setup(config, steps),
+        paper=_paper(values),
+        notes=_notes(config),
+        sections=[("AVG vs COUNT error at SIC <= 0.8", _avc_text(avc))],
+    )  # fmt: skip
 
 
-def _plots(out: Path, points: Sequence[Mapping[str, Any]]) -> list[tuple[str, str]]:
+#: What THEMIS §7.1 shows in each panel (its values exist only in the plots).
+FIGURE_CLAIMS = {
+    "avg": "THEMIS Fig. 6a (AVG): error falls as SIC rises, with small changes",
+    "count": "THEMIS Fig. 6b (COUNT): the strongest correlation; error grows linearly with "
+    "shedding",
+    "max": "THEMIS Fig. 6c (MAX): small error on synthetic data, larger on mixed/real data",
+    "top5": "THEMIS Fig. 7 (TOP-5): significant correlation, distance falls as SIC rises",
+    "cov": "THEMIS Fig. 7 (COV): significant correlation, larger on real than synthetic data",
+}
+
+
+def _figures(points: Sequence[Mapping[str, Any]]) -> list[Figure]:
     pts = pd.DataFrame(list(_finite(points)))
-    figs: list[tuple[str, str]] = []
+    figs: list[Figure] = []
     if pts.empty:
         return figs
     # THEMIS Fig. 6: (a) AVG, (b) COUNT, (c) MAX; Fig. 7: TOP-5 and COV.
@@ -621,50 +681,20 @@ def _plots(out: Path, points: Sequence[Mapping[str, Any]]) -> list[tuple[str, st
         for dataset, g in m.groupby("dataset", sort=False):
             g = g.sort_values("sic")
             series[str(dataset)] = (g["sic"].tolist(), g["error"].tolist())
-        line_plot(
-            out / name,
-            series,
-            title=f"{TITLES[kind]}: error vs SIC, random shedding ({fig})",
-            xlabel="result SIC (one point per load step)",
-            ylabel=ERROR_NAMES[kind],
-        )
-        figs.append((kind, name))
+        figs.append(
+            Figure(
+                file=name, series=series,
+                title=f"{TITLES[kind]}: error vs SIC, random shedding ({fig})",
+                xlabel="result SIC (one point per load step)", ylabel=ERROR_NAMES[kind],
+                paper=FIGURE_CLAIMS[kind],
+            )
+        )  # fmt: skip
     return figs
 
 
-def write_outputs(
-    out_dir: Path | str,
-    windows: pd.DataFrame,
-    steps: Sequence[Mapping[str, Any]],
-    config: SicCorrelationConfig,
-) -> dict[str, Any]:
-    """Write summary.json, points.csv (per step and case), query_points.csv, windows.csv (every
-    compared result), steps.csv, the plots and report.md."""
-    out = Path(out_dir)
-    summary = summarise(windows, steps, config)
-    write_summary(out, summary)
-    points = aggregate(windows)
-    write_csv(out / "points.csv", points)
-    write_csv(out / "query_points.csv", aggregate(windows, per_query=True))
-    rows = windows.assign(window_start=windows["window_start"].astype(str))
-    rows["exact"] = rows["exact"].astype(str)
-    rows["shed"] = rows["shed"].astype(str)
-    write_csv(out / "windows.csv", rows.to_dict("records"))
-    write_csv(out / "steps.csv", steps)
-    figs = _plots(out, points)
-    write_report(out, "SIC vs result error under random shedding (THEMIS Figs. 6-7)",
-                 _report_sections(summary, steps, config, figs))  # fmt: skip
-    return summary
-
-
-def _report_sections(
-    summary: Mapping[str, Any],
-    steps: Sequence[Mapping[str, Any]],
-    config: SicCorrelationConfig,
-    figs: Sequence[tuple[str, str]],
-) -> list[tuple[str, str]]:
+def _setup(config: SicCorrelationConfig, steps: Sequence[Mapping[str, Any]]) -> str:
     cap = capacity_tuples_per_s(config)
-    setup = (
+    return (
         f"One spillway Node on Spark (`{config.master}`), random shedder, fixed node "
         f"capacity {cap:,.0f} tuples/s (the load of {config.capacity_queries:g} units of "
         f"every case). Load steps: {', '.join(map(str, config.levels))} load units per case (a "
@@ -690,6 +720,9 @@ def _report_sections(
             ],
         )  # fmt: skip
     )
+
+
+def _paper(values: Mapping[str, Any]) -> str:
     rows = [
         {
             "query": TITLES[c["query"]],
@@ -697,30 +730,29 @@ def _report_sections(
             "paper": _paper_claim(c["query"]),
             "spearman_rho (measured)": c["spearman_rho"],
             "required": "n/a" if c["limit"] is None else f"<= {c['limit']}",
-            "pass": "n/a" if c["ok"] is None else ("yes" if c["ok"] else "NO"),
+            "met": "n/a" if c["ok"] is None else ("yes" if c["ok"] else "NO"),
             "points": c["n_points"],
             "rho per query": c["spearman_rho_per_query"],
             "query points": c["n_query_points"],
         }
-        for c in summary["cases"]
+        for c in values["cases"]
     ]
-    avc = summary["avg_below_count"]
-    avc_text = (
-        markdown_table(avc, ["dataset", "level", "sic", "avg_error", "count_error", "ok"])
-        if avc
-        else "_(no load step reached SIC <= 0.8)_"
+    return (
+        markdown_table(rows)
+        + "\n\nLargest |COUNT error − (1 − SIC)| over steps: "
+        + f"{num(values['count_error_minus_one_minus_sic_max'], 3)} (a COUNT over a random "
+        "share of the tuples misses the rest: about 0.07 expected)"
     )
-    checks = summary["checks"]
-    verdict = (
-        f"- Spearman limits (COUNT <= -0.8, TOP-5 and COV <= -0.7): "
-        f"{'met' if checks['rho_within_limits'] else 'NOT met'}\n"
-        f"- AVG error below COUNT error at every SIC <= 0.8: "
-        f"{'met' if checks['avg_below_count_at_sic_le_0.8'] else 'NOT met'}\n"
-        f"- largest |COUNT error - (1 - SIC)| over steps: "
-        f"{summary['count_error_minus_one_minus_sic_max']:.3f} (TH-2 expects about 0.07)"
-    )
-    plots = "\n\n".join(f"![{TITLES[k]}]({name})" for k, name in figs)
-    notes = (
+
+
+def _avc_text(avc: Sequence[Mapping[str, Any]]) -> str:
+    if not avc:
+        return "_(no load step reached SIC <= 0.8)_"
+    return markdown_table(avc, ["dataset", "level", "sic", "avg_error", "count_error", "ok"])
+
+
+def _notes(config: SicCorrelationConfig) -> str:
+    return (
         "- The paper's numbers for Figs. 6-7 exist only in its plots; its text states the "
         "trend (error falls as SIC rises; stronger for COUNT, weaker for AVG; COV error larger "
         "on real than synthetic data). The `paper` column quotes that.\n"
@@ -745,13 +777,6 @@ def _report_sections(
         "windows only, so noisier: a COV point from 20 one-second windows estimates a spread "
         "from 20 samples). `windows.csv` holds every compared result."
     )
-    return [
-        ("Setup", setup),
-        ("Paper vs measured", markdown_table(rows) + "\n\n" + verdict),
-        ("AVG vs COUNT error at SIC <= 0.8", avc_text),
-        ("Figures", plots or "_(no figures)_"),
-        ("How this run differs from the paper", notes),
-    ]
 
 
 def _paper_claim(kind: str) -> str:
@@ -764,6 +789,15 @@ def _paper_claim(kind: str) -> str:
     }[kind]
 
 
+EXPERIMENT: Experiment[SicCorrelationConfig, tuple[pd.DataFrame, list]] = Experiment(
+    name="sic-correlation",
+    title="SIC vs result error under random shedding (THEMIS Figs. 6-7)",
+    config_type=SicCorrelationConfig,
+    measure=run_levels,
+    analyse=analyse,
+)
+
+
 def run(config: SicCorrelationConfig, out_dir: Path | str) -> dict[str, Any]:
     """Run the study on Spark and write its report folder; returns the summary.
 
@@ -771,5 +805,4 @@ def run(config: SicCorrelationConfig, out_dir: Path | str) -> dict[str, Any]:
     compared result), ``steps.csv``, one PNG per panel (``fig6a_avg.png`` ...
     ``fig7b_cov.png``) and ``report.md``.
     """
-    windows, steps = run_levels(config)
-    return write_outputs(out_dir, windows, steps, config)
+    return EXPERIMENT.run(config, out_dir)

@@ -75,3 +75,8 @@ class Feed(ABC):
     def rejected(self) -> int:
         """Malformed input rows set aside (replayed files); 0 for generated feeds."""
         return 0
+
+    def end_s(self) -> float | None:
+        """Feed time after which no tuple arrives (a replayed file without ``loop``), or None
+        for a feed that never ends."""
+        return None

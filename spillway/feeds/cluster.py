@@ -1,7 +1,7 @@
 """Cluster monitoring: CPU % and free memory (KB) of machines, a stand-in for PlanetLab CoTop.
 
 THEMIS evaluates its complex workload (AVG-all, TOP-5, COV; Table 1) on CPU and memory traces of
-PlanetLab nodes recorded by CoTop (digest A3.3). Those traces are not available offline, so this
+PlanetLab nodes recorded by CoTop (THEMIS §7, "Data sets"). Those traces are not available offline, so this
 feed is a **synthetic stand-in** with the properties the queries depend on:
 
 - CPU % of machine ``m`` at time ``t`` is bounded to [0, 100]: a per-machine level (uniform in

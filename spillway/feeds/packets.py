@@ -1,7 +1,7 @@
 """Packet sizes with a drifting mean: a synthetic stand-in for the DEC network trace.
 
 CoD's scalar workload (§VII-B) is the DEC trace of network packets monitored over an hour (most
-likely the Internet Traffic Archive DEC-PKT traces; spec B3.2), with the query "average packet
+likely the Internet Traffic Archive DEC-PKT traces; CoD §VII-B, Table III), with the query "average packet
 size" over 45-second windows sliding every 15 seconds. This **synthetic stand-in** keeps what
 the scalar query depends on: a bimodal size distribution with a mean that drifts.
 

@@ -4,7 +4,7 @@
 popularity ranks (rank 1 the most frequent). Time is cut into epochs; every item holds a hashed
 score that it redraws once every ``1 / drift`` epochs on average (at its own hashed phase), and
 the ranking follows the scores, so each epoch a fraction ``drift`` of the items moves. This is
-how CoD's workloads (DEBS 2015 routes, GCM task classes; CoD §VII-B, spec B3.2) keep a skewed
+how CoD's workloads (DEBS 2015 routes, GCM task classes; CoD §VII-B, Table III) keep a skewed
 but shifting group mix. Everything is a pure function of (seed, stream, epoch) through
 :mod:`spillway.feeds.hashing`.
 

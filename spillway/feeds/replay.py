@@ -331,6 +331,17 @@ class ReplayFeed(Feed):
         """Malformed rows set aside (see :attr:`rejects`)."""
         return len(self.rejects)
 
+    def end_s(self) -> float | None:
+        """Arrival time of the last row (any source), or None when the file loops."""
+        if self.loop:
+            return None
+        last = [
+            float(self.arrival_time(s, np.array([len(a) - 1]))[0])
+            for s, a in enumerate(self._arr)
+            if len(a)
+        ]
+        return max(last, default=0.0)
+
     def rows(self, source: int) -> int:
         """Valid rows of ``source`` in the file (tuples per pass)."""
         return len(self._arr[check_source(self._n, source)])

@@ -1,6 +1,6 @@
 """THEMIS synthetic data sets: gaussian, uniform, exponential and mixed values of mean 50.
 
-THEMIS §7 (digest A3.3) only fixes the mean (50) and, for "mixed", that "each value is drawn
+THEMIS §7 ("Data sets") only fixes the mean (50) and, for "mixed", that "each value is drawn
 from a randomly chosen one of those distributions". The spreads are ours:
 
 - ``gaussian``: normal, mean 50, standard deviation ``std = 10`` (not clipped: a value below 0

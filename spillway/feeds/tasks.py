@@ -4,7 +4,7 @@ CoD's GCM workload (§VII-B) is part of the ``task_events`` table of the Google 
 the SABER query "average CPU requested per scheduling class" over 60-minute windows sliding
 every 30 minutes; the paper notes it has fewer groups than DEBS and reports Uniform losing
 infrequent groups (> 40 % error at b = 0.98). The real trace has only 4 scheduling classes, with
-which Uniform could hardly miss a group (spec B3.2), so — as the spec suggests — this
+which Uniform could hardly miss a group (CoD §VII-B, Table III), so this
 **synthetic stand-in** uses a finer grouping: ``n_classes`` (tens of) task classes, think
 (scheduling class × priority band × job type), with a heavily skewed, drifting mix:
 

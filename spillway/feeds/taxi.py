@@ -16,7 +16,7 @@ experiments depend on:
 - **Fares with a small per-route spread.** A route's mean fare is ``median_fare · exp(0.35·Z_r)``
   (a fixed per-route level), and a ride's fare is that mean times a log-normal factor of
   coefficient of variation ``fare_cv`` (0.1 by default: fares follow distance, so rides of one
-  route cost about the same; CoD's error metric needs this calibration, spec CD-2).
+  route cost about the same; CoD's error metric, §VII-C3, needs this calibration).
 - **A top-10 concept with a configured drift.** ``pool_routes`` further routes (ids
   ``0 .. pool_routes - 1``) share ``pool_share`` of the rides evenly and one ordinary fare level
   (``POOL_LEVEL · median_fare``). At every epoch exactly ``top_k`` of them are *premium* (surge

@@ -5,7 +5,7 @@ tuples, highest SIC first, until ``q'`` reaches the second-lowest query ``q''``;
 until the node's capacity is spent and sheds the rest. Result SIC values converge, so Jain's
 index over queries approaches 1 (THEMIS §5.1, §7.2).
 
-How this module reads Algorithm 1 (errata and open points of the seed, spec C4):
+How this module reads Algorithm 1 (errata and open points of the paper, THEMIS §5.1 Alg. 1 and Fig. 3):
 
 1. Lines 14 and 17 say ``q'`` where ``q''`` is meant: ``q''`` is the query with the lowest SIC
    *distinct* from ``q'_SIC`` among the other queries.
@@ -30,7 +30,7 @@ How this module reads Algorithm 1 (errata and open points of the seed, spec C4):
    are neither ``q'`` nor ``q''``. Zero-SIC tuples carry no information; they are admitted last,
    in lane order, only to fill capacity that nothing else can use.
 8. The Fig. 3 trace takes 1 tuple of source A (1/20) and 2 of source B (1/40) in iteration 4,
-   which balances per-source contributions instead of taking highest-SIC-first (spec A2.3).
+   which balances per-source contributions instead of taking highest-SIC-first (THEMIS §5.1).
    ``per_source_balanced=True`` reproduces it: ``q'`` takes its next tuple from the lane that has
    contributed the least SIC so far (ties: higher SIC first). The default is the algorithm text.
 

@@ -11,7 +11,7 @@ concept drift by construction. The concept per query kind is CoD Table II, chose
     from one vectorised scan of the waiting tuples' keys, :mod:`spillway.spark.controller`, and
     its data path keeps per group what this policy decides). Keep counts ``n_g`` form a stratified sample.
     The paper asks for "proportional representation" that "ensures every group appears" but gives
-    no rule (spec C4 (3)); spillway decides:
+    no rule (CoD §V), and proportional shares alone can drop a rare group; spillway decides:
 
     - every group gets a floor ``min(f_g, n_min)`` (default ``n_min = 1``): no group is dropped;
     - ``allocation="equal"`` (default): the rest is water-filled, ``n_g = min(f_g, K)`` with the
@@ -25,7 +25,7 @@ concept drift by construction. The concept per query kind is CoD Table II, chose
       (largest-remainder rounding): the paper's wording, offered for comparison.
 
     More groups than the budget (``Σ floors > budget``) is common at b = 0.98: a 100K-tuple window
-    allows 2,000 tuples but may hold more routes. The paper does not say what it did (spec B2.6).
+    allows 2,000 tuples but may hold more routes. The paper does not say what it did (CoD §VII-C).
     ``over_budget`` decides:
 
     - ``"smallest-first"`` (default): the budget is a hard limit (the
@@ -43,7 +43,7 @@ concept drift by construction. The concept per query kind is CoD Table II, chose
 ``"scalar"`` (scalar aggregates, §VI-C1)
     Concept = (μ, σ²) of the value per query, from ``Backlog.stats["mean"]`` and ``["var"]``
     (per lane, combined per query by the law of total variance; without stats every query is
-    treated alike). The paper defers the rate to Babcock et al. [26] (spec C4 (4)). spillway uses
+    treated alike). The paper defers the rate to Babcock et al. [26] (CoD §VI-C1). spillway uses
     the CLT form of that idea: a query whose window holds ``N`` tuples with ``CV² = σ²/μ²``,
     sampled ``n`` without replacement, has relative standard error ``CV·sqrt(1/n − 1/N)``.
 

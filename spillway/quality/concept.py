@@ -10,7 +10,7 @@ CoD defines a *concept* per window and per query kind (CoD §II-C, Table II):
 Drift is measured between consecutive windows of the Fig. 1 query (top-10 routes by mean fare),
 whose concept is a set of keys (:func:`top_k_by_mean`): *overlap* = |C_w ∩ C_w+1| / |C_w| and
 *distance* = |C_w \\ C_w+1| / |C_w| (CoD §I, Fig. 2: "mean set intersection" and "mean set
-difference"; the paper defines both loosely, spec C4 (9)).
+difference"; the paper defines both loosely, beside a "similarity … other than overlap").
 
 Error metrics (CoD §VII-C3): the relative error of a scalar result, and for grouped results the
 mean over the groups of the exact result of the per-group relative error, where a group missing

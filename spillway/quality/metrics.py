@@ -7,7 +7,7 @@
 - :func:`topk_distance`: normalised Kendall distance between top-k lists (Fagin, Kumar and
   Sivakumar, "Comparing top k lists", SODA 2003; THEMIS §7.1 TOP-5 error).
 - :func:`covariance_error`: spread of degraded covariances around the exact one (THEMIS §7.1).
-- :func:`spearman_rho`: rank correlation, e.g. of SIC against error (acceptance test TH-2).
+- :func:`spearman_rho`: rank correlation, e.g. of SIC against error (THEMIS §7.1).
 
 All take numpy arrays and never clip SIC values (they can slightly exceed 1).
 

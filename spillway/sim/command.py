@@ -179,11 +179,9 @@ def run_simulate(
     return folder
 
 
-def cmd_simulate(args: argparse.Namespace) -> Path:
-    """The CLI's ``simulate``: :func:`run_simulate` with the parsed options; returns the folder."""
-    from datetime import UTC, datetime
-
-    out = args.out or Path("runs") / f"simulate-{datetime.now(UTC):%Y%m%dT%H%M%SZ}"
+def cmd_simulate(args: argparse.Namespace, out: Path) -> Path:
+    """The CLI's ``simulate``: :func:`run_simulate` with the parsed options into the report
+    folder ``out`` (the CLI creates it); returns the folder."""
     return run_simulate(
         nodes=args.nodes,
         fragments=args.fragments,

@@ -1,6 +1,6 @@
 """The Spark runtime: quality-aware load shedding for Spark Structured Streaming.
 
-One node = one Spark application (DESIGN §3). Queries of one kind share one Spark plan, fed by
+One node = one Spark application (docs/design.md, "Data flow on Spark"). Queries of one kind share one Spark plan, fed by
 one ``spillway`` streaming data source that carries every logical query's tuples; the node's
 controller decides once per trigger interval, over all plans, how many tuples of every
 (query, source) lane to keep, and puts the decision inside the source's offsets so Spark's

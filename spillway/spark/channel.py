@@ -2,7 +2,8 @@
 
 The NodeController lives in the driver process. Spark runs a streaming source's driver-side
 methods (``initialOffset``, ``latestOffset``, ``partitions``) in a separate Python worker process,
-so the source reaches the controller over this channel (DESIGN §3). Executors never call it.
+so the source reaches the controller over this channel (docs/design.md, "Data flow on
+Spark"). Executors never call it.
 
 Transport: :mod:`multiprocessing.connection` over TCP on ``127.0.0.1`` (an ephemeral port), with
 its HMAC challenge-response handshake in both directions keyed by a random 32-byte key

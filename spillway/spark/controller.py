@@ -28,7 +28,7 @@ controller decides for every plan at once (THEMIS's node-level shedder over the 
 buffer):
 
 1. per plan, the batch end ``t_end = floor(k·trigger / window) · window`` (batches hold whole
-   windows, SPARK.md), and per lane the tuples arrived by then (``feed.count``);
+   windows, docs/design.md), and per lane the tuples arrived by then (``feed.count``);
 2. backlog per lane = arrived by ``t_end`` − decided;
 3. tuple SIC per lane from a :class:`~spillway.quality.StwCounter` pushed with every slide's
    arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);
@@ -91,6 +91,18 @@ measured here, a run's mean estimated capacity of 144 million tuples/s for a nod
 largest batch of the last :data:`REACH_BATCHES` measured batches (summed over the plans that
 run; no cap before every running plan has a measured batch). Under overload the admitted batches are the capacity
 itself, so the cap only limits how fast the capacity may grow: doubling per interval.
+
+Batch span
+----------
+A micro-batch costs a fixed overhead whatever it holds (0.3-1 s on ``local[2]``). When the
+fitted overhead takes more than three quarters of the budget ``headroom · interval``, shedding
+cannot bring
+a batch under the interval (even an empty one overruns), so before every decision the controller
+re-chooses how many intervals the batch spans (:func:`spillway.control.batch_span`): the
+next decision waits for that many boundaries, and its budget is ``headroom · span · interval −
+overhead``. The span grows at once and falls one step at a time with slack, at most
+``span_limit`` (a node whose overhead does not fit even that keeps shedding to its budget and
+its latency shows the miss). Results then come every ``span`` intervals; windows are unchanged.
 
 Query SIC base (THEMIS §6 local projection), precisely
 -------------------------------------------------------
@@ -176,6 +188,7 @@ from spillway.control import (
     CostModelState,
     OverloadConfig,
     OverloadDecision,
+    batch_span,
     detect,
     estimate,
     initial_state,
@@ -186,6 +199,7 @@ from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
+from spillway.quality.stw_account import SourceTimeAccount
 from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset
 from spillway.status import IntervalRecord
 
@@ -206,7 +220,8 @@ class PlanQuery:
     """One logical query of a plan: its node-wide id, name, feed and (optionally) kind.
 
     ``spec`` tells executors how to rebuild the feed (default: the feed object pickled);
-    ``kind`` is the query kind (``spark.queries.QUERIES`` key), default the plan's.
+    ``kind`` is the query kind (``spark.queries.QUERIES`` key), default the plan's;
+    ``window_s`` is the query's tumbling window, default the plan's.
     """
 
     query_id: int
@@ -214,6 +229,12 @@ class PlanQuery:
     feed: Feed
     spec: FeedSpec | None = None
     kind: str | None = None
+    window_s: float | None = None
+
+    def __post_init__(self) -> None:
+        w = self.window_s
+        if w is not None and not (isinstance(w, int | float) and math.isfinite(w) and w > 0):
+            raise ConfigError(f"query {self.name!r}: window_s must be > 0 or None, got {w!r}")
 
     @property
     def feed_spec(self) -> FeedSpec:
@@ -223,17 +244,19 @@ class PlanQuery:
 
 @dataclass(frozen=True, kw_only=True)
 class PlanSpec:
-    """A Spark plan of the node: one window length, many logical queries of any kinds.
+    """A Spark plan of the node: many logical queries of any kinds and window lengths.
 
-    A node runs one plan per window length (normally exactly one): one streaming query, one
-    spillway source carrying every lane of its queries, one sink evaluating every kind present.
+    A node runs one plan: one streaming query, one spillway source carrying every lane of its
+    queries, one sink evaluating every kind present. Each query's part of a batch ends on a
+    multiple of its own window (module docstring), so a batch holds whole windows of every
+    query.
 
     Parameters
     ----------
     name : the plan's name (also the streaming query's name suffix and the source's ``plan``).
     kind : the query kind of queries that do not name their own (``spark.queries.QUERIES``
         key); None when every query names its kind.
-    window_s : tumbling window of the plan's queries; batches end on its multiples.
+    window_s : tumbling window of the plan's queries that do not name their own.
     queries : the plan's logical queries.
 
     Examples
@@ -274,6 +297,15 @@ class PlanSpec:
             out.setdefault(str(q.kind or self.kind), []).append(q.query_id)
         return {k: tuple(v) for k, v in out.items()}
 
+    def window_of(self, q: PlanQuery) -> float:
+        """The window of the plan's query ``q`` (its own, else the plan's)."""
+        return float(q.window_s if q.window_s is not None else self.window_s)
+
+    @property
+    def windows(self) -> dict[int, float]:
+        """Window length (s) of every query id."""
+        return {q.query_id: self.window_of(q) for q in self.queries}
+
 
 @dataclass(frozen=True, kw_only=True)
 class ControllerConfig:
@@ -293,6 +325,9 @@ class ControllerConfig:
     history : number of interval records kept.
     capacity_reach : a cost-model capacity is at most this many times the largest recent
         batch (module docstring, "Capacity reach"); None: no cap.
+    span_limit : a micro-batch spans at most this many intervals when its fixed cost does not
+        fit one (:func:`spillway.control.batch_span`; module docstring, "Batch span"); 1 keeps
+        one decision per interval.
     """
 
     trigger_s: float = 1.0
@@ -305,6 +340,7 @@ class ControllerConfig:
     overload: OverloadConfig = field(default_factory=OverloadConfig)
     history: int = 100_000
     capacity_reach: float | None = 2.0
+    span_limit: int = 4
 
     def __post_init__(self) -> None:
         for name in ("trigger_s", "stw_s"):
@@ -331,6 +367,9 @@ class ControllerConfig:
             isinstance(reach, bool) or not isinstance(reach, int | float) or not reach >= 1
         ):
             raise ConfigError(f"capacity_reach must be a number >= 1 or None, got {reach!r}")
+        lim = self.span_limit
+        if isinstance(lim, bool) or not isinstance(lim, int) or lim < 1:
+            raise ConfigError(f"span_limit must be an int >= 1, got {lim!r}")
 
     @property
     def trigger_us(self) -> int:
@@ -368,7 +407,6 @@ class _PlanState:
     spec: PlanSpec
     index: int
     lanes: np.ndarray  # node-wide lane indices of this plan
-    window_us: int
     desc: PlanDescription
     cost: CostModelState
     acked_b: int = 0
@@ -387,8 +425,14 @@ class _Interval:
     overloaded: bool
     query_sic: dict[str, float]
     query_kept: dict[str, float]
+    query_sic_projected: dict[str, float] = field(default_factory=dict)
+    query_arrived: dict[str, int] = field(default_factory=dict)
+    query_admitted: dict[str, int] = field(default_factory=dict)
     query_groups: dict[str, int] = field(default_factory=dict)
     query_groups_kept: dict[str, int] = field(default_factory=dict)
+    span: int = 1
+    overhead_s: float = math.nan
+    per_tuple_s: float = math.nan
     processed: int = 0
     batch_s: float = 0.0
 
@@ -477,7 +521,9 @@ class NodeController:
         self.coordinator = coordinator
         self._clock = clock or time.time
         self._lock = threading.RLock()
-        self._epoch_us: int | None = None if epoch_s is None else int(round(epoch_s * 1e6))
+        self._epoch_us: int | None = None
+        if epoch_s is not None:
+            self._set_epoch(int(round(epoch_s * 1e6)))
         self._build(plans)
         self._k_last = 0
         self._decisions = 0
@@ -485,6 +531,7 @@ class NodeController:
         self._intervals: dict[int, _Interval] = {}
         self._order: deque[int] = deque()
         self._hold: Callable[[int, int], bool] | None = None
+        self._span = 1
         self._asked: set[str] = set()
         self._paused = False
         self._resuming = False
@@ -532,7 +579,6 @@ class NodeController:
                 feeds.append(q.feed_spec.dump())
                 self._query_lanes[q.query_id] = np.arange(first, first + n)
             lanes = np.arange(start, len(lane_query))
-            window_us = int(round(p.window_s * 1e6))
             desc = PlanDescription(
                 plan=p.name,
                 seed=self.config.seed,
@@ -548,7 +594,6 @@ class NodeController:
                 spec=p,
                 index=pi,
                 lanes=lanes,
-                window_us=window_us,
                 desc=desc,
                 cost=initial_state(self.config.cost_model),
             )
@@ -567,10 +612,18 @@ class NodeController:
         self._arrived_tau = np.zeros(n_lanes, dtype=np.int64)
         stw = StwConfig(stw_s=self.config.stw_s, slide_s=self.config.trigger_s)
         self._stw = StwCounter(stw, n_lanes=n_lanes)
-        # Decisions at τ = k·trigger cover arrivals up to τ; the first (k = 1) covers [0, trigger),
-        # so the ledger of admissions starts at ``trigger_s`` for its young-window extrapolation.
-        self._admitted_sic = QuerySicLedger(
-            stw, n_queries=self.n_queries, origin_s=self.config.trigger_s
+        windows = {i: w for p in plans for i, w in p.windows.items()}
+        self.query_window_us = np.array(
+            [int(round(windows[i] * 1e6)) for i in range(self.n_queries)], dtype=np.int64
+        )
+        #: Feed time (µs) up to which every query's input has been decided.
+        self._query_t_us = np.zeros(self.n_queries, dtype=np.int64)
+        account = getattr(self.coordinator, "account", None)
+        #: SIC mass by source time (arrived, admitted and, with a coordinator, results).
+        self.account: SourceTimeAccount = (
+            account
+            if isinstance(account, SourceTimeAccount)
+            else SourceTimeAccount(self.n_queries, self.config.stw_s)
         )
         self._admitted_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._arrived_n = QuerySicLedger(stw, n_queries=self.n_queries)
@@ -604,8 +657,14 @@ class NodeController:
                 now_us = int(round(self._clock() * 1e6))
                 if self.config.clock == "wall":  # on Spark's trigger grid (module docstring)
                     now_us -= now_us % self.config.trigger_us
-                self._epoch_us = now_us
+                self._set_epoch(now_us)
+            assert self._epoch_us is not None
             return self._epoch_us
+
+    def _set_epoch(self, epoch_us: int) -> None:
+        self._epoch_us = epoch_us
+        if self.coordinator is not None and hasattr(self.coordinator, "epoch_s"):
+            self.coordinator.epoch_s = epoch_us / 1e6
 
     @property
     def epoch_s(self) -> float:
@@ -732,11 +791,26 @@ class NodeController:
         st.acked_b, st.acked_t_us, st.acked_end = s.boundary, s.t_us, end
         # Re-sync: a restarted controller has not decided what Spark already has.
         self._decided[st.lanes] = np.maximum(self._decided[st.lanes], end)
+        qids = np.array([q.query_id for q in st.spec.queries], dtype=np.int64)
+        done_us = self._t_end_us(s.boundary, qids)
+        self._query_t_us[qids] = np.maximum(self._query_t_us[qids], done_us)
+        for t in np.unique(done_us):
+            self.account.set_processed(qids[done_us == t], t / 1e6)
         if not st.pending and s.boundary > self._k_last:
             self._k_last = s.boundary
 
+    def _t_end_us(self, k: int, qids: np.ndarray) -> np.ndarray:
+        """Feed time (µs) the decision at boundary ``k`` decides the queries ``qids`` up to:
+        the last end of each query's window at or before ``k · trigger``. Windows are aligned
+        to multiples of their length in Unix time (as the sink and Spark's ``window`` compute
+        them), not to the epoch, which is only on the trigger's grid; 0 before the first
+        window end after the epoch (the first window holds what arrived since the epoch)."""
+        w = self.query_window_us[qids]
+        e = self.epoch_us
+        return np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+
     def _adopt_epoch(self, epoch_us: int) -> None:
-        self._epoch_us = epoch_us
+        self._set_epoch(epoch_us)
 
     def _due(self, st: _PlanState) -> bool:
         if self._resuming and self._decisions == 0 and self._asked != set(self._plans):
@@ -745,16 +819,41 @@ class NodeController:
             return False
         if self.config.clock == "logical":
             return not st.pending
-        return self._boundary_now() > self._k_last
+        return self._boundary_now() >= self._k_last + self._span
 
     def _boundary_now(self) -> int:
         return int(math.floor((self._clock() - self.epoch_s) / self.config.trigger_s + 1e-9))
 
     def _decide_due(self) -> None:
-        k = self._k_last + 1 if self.config.clock == "logical" else self._boundary_now()
+        self._update_span()
+        logical = self.config.clock == "logical"
+        k = self._k_last + self._span if logical else self._boundary_now()
+        if k < self._k_last + self._span:
+            return  # the span grew: this batch waits for more intervals
         if self._hold is not None and self._hold(self._k_last, k):
             return
         self.decide(k)
+
+    def _update_span(self) -> None:
+        """Re-choose how many intervals the next batch spans (module docstring, "Batch
+        span"): only with a capacity from the cost models, never while calibrating."""
+        cfg = self.config
+        if cfg.capacity_tuples is not None or self._admit_all or cfg.span_limit == 1:
+            return
+        est = self.cost_estimates()
+        overhead = max((e.overhead_s for e in est.values()), default=0.0)
+        self._span = batch_span(
+            overhead,
+            cfg.trigger_s,
+            cfg.headroom,
+            current=self._span,
+            limit=cfg.span_limit,
+        )
+
+    @property
+    def span(self) -> int:
+        """Intervals the next micro-batch spans (1 unless its fixed cost needs more)."""
+        return self._span
 
     # ---------------------------------------------------------------------------- deciding
 
@@ -780,23 +879,24 @@ class NodeController:
         self._push_slides(k)
         sic = self._stw.tuple_sic(self.lane_n_sources)
         self._tuple_sic = sic
-        arrived_end = np.zeros_like(self._decided)
-        t_end = {}
-        for st in self._plans.values():
-            t_end_us = (tau_us // st.window_us) * st.window_us
-            t_end[st.spec.name] = max(t_end_us, st.acked_t_us, *(g.t_us for g in st.pending))
-            for q in st.spec.queries:
-                lanes = self._query_lanes[q.query_id]
-                arrived_end[lanes] = q.feed.count(t_end[st.spec.name] / 1e6)
+        qids = np.arange(self.n_queries)
+        t0_us = self._query_t_us.copy()
+        t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
+        arrived_end = self._decided.copy()
+        for q in self._queries:
+            if t1_us[q.query_id] > t0_us[q.query_id]:
+                arrived_end[self._query_lanes[q.query_id]] = q.feed.count(t1_us[q.query_id] / 1e6)
         count = np.maximum(arrived_end - self._decided, 0)
         lo = self._decided.copy()
-        base = self._query_sic_base(tau)
+        mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
+        base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
         capacity, cost, cap_tuples = self._capacity(count)
+        est = self.cost_estimates()
         backlog = Backlog(
             lane_query=self.lane_query,
             lane_source=self.lane_source,
             count=count,
-            tuple_sic=sic,
+            tuple_sic=sic / norm[self.lane_query],
             query_sic=base,
             cost=cost,
         )
@@ -830,39 +930,44 @@ class NodeController:
                 np.searchsorted(units.lane, lanes, side="left"),
                 np.searchsorted(units.lane, lanes, side="right"),
             )
+        advanced = t1_us > t0_us
         for st in self._plans.values():
-            last_t = st.pending[-1].t_us if st.pending else st.acked_t_us
-            if t_end[st.spec.name] > last_t:
-                ln = st.lanes
-                seg_groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-                if bounds is not None and units is not None:
-                    for j, lane in enumerate(ln.tolist()):
-                        a, b = int(bounds[0][lane]), int(bounds[1][lane])
-                        if count[lane] > 0:
-                            seg_groups[j] = (
-                                units.key[a:b].copy(),
-                                units.count[a:b].copy(),
-                                units.keep[a:b].copy(),
-                            )
-                st.pending.append(
-                    _Segment(
-                        boundary=k,
-                        t_us=t_end[st.spec.name],
-                        start=np.minimum(lo[ln], arrived_end[ln]),
-                        end=arrived_end[ln].copy(),
-                        keep=keep[ln].copy(),
-                        sic=sic[ln].copy(),
-                        groups=seg_groups,
-                    )
+            ln = st.lanes
+            if not advanced[self.lane_query[ln]].any():
+                continue  # no query of the plan completed a window: no batch
+            seg_groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+            if bounds is not None and units is not None:
+                for j, lane in enumerate(ln.tolist()):
+                    a, b = int(bounds[0][lane]), int(bounds[1][lane])
+                    if count[lane] > 0:
+                        seg_groups[j] = (
+                            units.key[a:b].copy(),
+                            units.count[a:b].copy(),
+                            units.keep[a:b].copy(),
+                        )
+            st.pending.append(
+                _Segment(
+                    boundary=k,
+                    t_us=tau_us,
+                    start=np.minimum(lo[ln], arrived_end[ln]),
+                    end=arrived_end[ln].copy(),
+                    keep=keep[ln].copy(),
+                    sic=sic[ln].copy(),
+                    groups=seg_groups,
                 )
+            )
         adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
-        qs = np.arange(self.n_queries)
-        self._admitted_sic.add(np.full(self.n_queries, tau), qs, gain)
+        mass_kept = np.bincount(self.lane_query, weights=keep * sic, minlength=self.n_queries)
+        a = qids[advanced]
+        self.account.add("arrived", a, t0_us[a] / 1e6, t1_us[a] / 1e6, mass_in[a])
+        self.account.add("admitted", a, t0_us[a] / 1e6, t1_us[a] / 1e6, mass_kept[a])
+        self._query_t_us = t1_us
         kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
         count_q = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
-        self._admitted_n.add(np.full(self.n_queries, tau), qs, kept_q)
-        self._arrived_n.add(np.full(self.n_queries, tau), qs, count_q)
+        self._admitted_n.add(np.full(self.n_queries, tau), qids, kept_q)
+        self._arrived_n.add(np.full(self.n_queries, tau), qids, count_q)
+        measured = self._measured(t1_us / 1e6)
         groups_seen: dict[str, int] = {}
         groups_kept: dict[str, int] = {}
         if grouped and units is not None:
@@ -881,13 +986,21 @@ class NodeController:
                 arrived=int(count.sum()),
                 admitted=int(keep.sum()),
                 overloaded=bool(self._overload is not None and self._overload.overloaded),
-                query_sic={n: float(base[i] + gain[i]) for i, n in enumerate(self.query_names)},
+                query_sic={n: float(measured[i]) for i, n in enumerate(self.query_names)},
+                query_sic_projected={
+                    n: float(base[i] + gain[i]) for i, n in enumerate(self.query_names)
+                },
                 query_kept={
                     n: float(kept_q[i] / count_q[i]) if count_q[i] else 1.0
                     for i, n in enumerate(self.query_names)
                 },
+                query_arrived={n: int(count_q[i]) for i, n in enumerate(self.query_names)},
+                query_admitted={n: int(kept_q[i]) for i, n in enumerate(self.query_names)},
                 query_groups=groups_seen,
                 query_groups_kept=groups_kept,
+                span=self._span,
+                overhead_s=sum(e.overhead_s for e in est.values()),
+                per_tuple_s=float(np.mean([e.per_tuple_s for e in est.values()])),
             ),
         )
         self._k_last = k
@@ -1005,27 +1118,43 @@ class NodeController:
             out[self._query_lanes[q.query_id]] = q.feed.count(t_us / 1e6)
         return out
 
-    def _inflight(self) -> np.ndarray:
-        out = np.zeros(self.n_queries)
-        for st in self._plans.values():
-            for g in st.pending:
-                out += np.bincount(
-                    self.lane_query[st.lanes], weights=g.keep * g.sic, minlength=self.n_queries
-                )
-        return out
+    def _projection(
+        self, decided_s: np.ndarray, until_s: np.ndarray, mass_in: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Every query's SIC over the STW ending at ``until_s`` before this decision, and the
+        mass that normalises it (THEMIS §6 local projection, in source time).
 
-    def _query_sic_base(self, tau: float) -> np.ndarray:
-        if self.coordinator is None:
-            return np.maximum(self._admitted_sic.value(tau), 0.0)
-        measured = np.asarray(
-            self.coordinator.query_sic(self.epoch_s + tau), dtype=np.float64
-        ).reshape(-1)
-        if measured.shape != (self.n_queries,):
-            raise ConfigError(
-                f"coordinator.query_sic returned shape {measured.shape}, expected "
-                f"({self.n_queries},)"
-            )
-        return np.maximum(np.nan_to_num(measured), 0.0) + self._inflight()
+        ``W = [until − STW, until)``; the query's input is decided up to ``decided_s`` and this
+        decision's backlog (SIC mass ``mass_in``) covers ``[decided_s, until)``. The SIC kept
+        in ``W`` so far is the results' mass where the input is processed (``E``, with a
+        coordinator) and the admitted mass where it is in flight (``[E, decided_s)``, or all of
+        ``W`` without a coordinator: the node's own bookkeeping). It is divided by the mass
+        that arrived in ``W`` (:mod:`spillway.quality.stw_account`: a ratio, so rate changes
+        do not read as gains), as are the tuple SICs the policy adds to it, so the policy
+        balances the share of each query's SIC its results will carry.
+
+        Returns ``(base, norm)``: the projected SIC before this decision and the arrived mass
+        of ``W`` (1 for a query with nothing arrived, so its tuples keep their stamps).
+        """
+        lo = until_s - self.config.stw_s
+        acc = self.account
+        if self.coordinator is not None:
+            done = np.clip(acc.processed, lo, decided_s)
+            kept = acc.mass("results", lo, done) + acc.mass("admitted", done, decided_s)
+        else:
+            kept = acc.mass("admitted", lo, decided_s)
+        norm = acc.mass("arrived", lo, decided_s) + mass_in
+        empty = norm <= 0
+        norm = np.where(empty, 1.0, norm)
+        return np.where(empty, 1.0, kept / norm), norm
+
+    def _measured(self, until_s: np.ndarray) -> np.ndarray:
+        """The query SIC recorded per interval: with a coordinator the measured Eq. 4 over the
+        latest complete STW (results mass over arrived mass); without one the admitted share
+        of the mass that arrived in the STW ending at ``until_s``."""
+        if self.coordinator is not None:
+            return self.account.measured(float(until_s.max()) if until_s.size else None)
+        return self.account.fraction(until_s - self.config.stw_s, until_s, numerator="admitted")
 
     def cost_estimates(self) -> dict[str, Any]:
         """Current fitted cost (:class:`~spillway.control.CostEstimate`) of every plan."""
@@ -1053,7 +1182,10 @@ class NodeController:
         per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
         running = [self._plan_names[i] for i in np.flatnonzero(per_plan > 0)]
         budget = node_budget(
-            est, interval_s=cfg.trigger_s, headroom=cfg.headroom, running=running or None
+            est,
+            interval_s=cfg.trigger_s * self._span,
+            headroom=cfg.headroom,
+            running=running or None,
         )
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
@@ -1200,9 +1332,15 @@ class NodeController:
                     processed_tuples=r.processed,
                     batch_s=r.batch_s,
                     query_sic=dict(r.query_sic),
+                    query_sic_projected=dict(r.query_sic_projected),
+                    query_arrived=dict(r.query_arrived),
+                    query_admitted=dict(r.query_admitted),
                     query_kept=dict(r.query_kept),
                     query_groups=dict(r.query_groups),
                     query_groups_kept=dict(r.query_groups_kept),
+                    span=r.span,
+                    overhead_s=r.overhead_s,
+                    per_tuple_s=r.per_tuple_s,
                 )
                 for k in self._order
                 for r in (self._intervals[k],)
@@ -1222,7 +1360,9 @@ class NodeController:
                 "window_s": np.array(slides * self.config.trigger_s),
                 "decided": self._arrived_n.window_sum(now),
                 "admitted": self._admitted_n.window_sum(now),
-                "admitted_sic": self._admitted_sic.value(now),
+                "admitted_sic": self.account.fraction(
+                    now - self.config.stw_s, now, numerator="admitted"
+                ),
                 "tuple_sic": self._tuple_sic.copy(),
             }
 

@@ -2,42 +2,38 @@
 
 THEMIS §6 gives each query a coordinator that sums the SIC of the query's result tuples over the
 STW (Eq. 4) and tells the nodes, whose shedders use it to balance queries. On Spark the result
-sinks of all plans (``foreachBatch`` functions, possibly running concurrently in several
-threads) call :meth:`QueryCoordinator.record`; the NodeController reads
-:meth:`QueryCoordinator.query_sic` every shedding interval. This class keeps the recent result
-rows (time, query, SIC) and sums them over the STW exactly, under a lock, with the latency of
-each result over the recent STW and row counters.
+sink (the ``foreachBatch`` function, possibly in several threads) calls
+:meth:`QueryCoordinator.record`; the NodeController tells it, per decision, the SIC mass that
+arrived and was admitted for each query (:meth:`QueryCoordinator.record_decision`) and, as Spark
+finishes batches, up to which source time each query's input is processed
+(:meth:`QueryCoordinator.set_processed`). The SIC itself is kept by a
+:class:`~spillway.quality.stw_account.SourceTimeAccount`, in source time (feed seconds since the
+node's epoch), so a result counts in the STW of the source tuples it was computed from (THEMIS
+§4's membership rule), and :meth:`QueryCoordinator.query_sic` is the query's SIC over its latest
+complete STW: results mass over arrived mass (the account's module docstring says why a ratio,
+and why that window).
 
-A result's time (THEMIS ``t^r_τ``) is the moment the sink produced it (``produced_at``,
-in the same clock as ``now``). Counting is per result *window*: a TOP-5 window's five rows carry
-one latency and one ``n_in`` between them, so the latency and input-row figures take each
-(query, window) once, while the SIC adds every row (the rows split the window's SIC).
-
-Eq. 4 is the sum over the STW ``[now - STW, now)``, sliding continuously (THEMIS §6). It is
-summed from the recorded rows rather than kept in a :class:`spillway.quality.QuerySicLedger`
-(one bucket per slide in a ring of ``STW/slide`` buckets that follows the newest result)
-because the ledger is exact only when asked on a slide boundary before any result of the next
-slide arrived: asked between two boundaries its window is the whole slides before the current
-one plus the current slide's part so far, short by the rest of that slide, and once a result of
-the current slide is recorded the ring has dropped the oldest whole slide, so a boundary asked
-after that (a shedding decision Spark asks for late) is short by one slide too. A node producing
-one result window per slide then reads ``1 - slide/STW`` at such moments (measured on Spark: a
-100 s STW sampled every second averaged 0.981 where the exact sum of the same results over the
-STW was 0.988).
+Counting is per result *window*: a TOP-5 window's five rows carry one latency and one ``n_in``
+between them, so the latency and input-row figures take each (query, window) once, while the SIC
+adds every row (the rows split the window's SIC).
 
 Examples
 --------
 >>> import pandas as pd
->>> coord = QueryCoordinator(n_queries=2, stw_s=4.0, slide_s=1.0)
->>> coord.record(pd.DataFrame({"query_id": [0, 1, 1], "window_start": [0.0, 0.0, 0.0],
-...     "sic": [0.5, 0.25, 0.25], "n_in": [10, 6, 6], "latency_s": [1.0, 2.0, 2.0],
-...     "produced_at": [1.5, 1.5, 1.5]}))
->>> coord.query_sic(now=4.0).tolist()
-[0.5, 0.5]
->>> coord.latency_p95(now=4.0).tolist()
+>>> coord = QueryCoordinator(n_queries=2, stw_s=4.0, windows_s=1.0, epoch_s=100.0)
+>>> for t in range(4):
+...     coord.record_decision([0, 1], t, t + 1, arrived=[0.25, 0.25], admitted=[0.25, 0.125])
+>>> coord.record(pd.DataFrame({"query_id": [0, 1, 1] * 4,
+...     "window_start": [100.0 + t for t in range(4) for _ in range(3)],
+...     "sic": [0.25, 0.0625, 0.0625] * 4, "n_in": [10, 6, 6] * 4,
+...     "latency_s": [1.0, 2.0, 2.0] * 4, "produced_at": [105.0] * 12}))
+>>> coord.set_processed([0, 1], 4.0)
+>>> coord.query_sic(now=105.0).tolist()
+[1.0, 0.5]
+>>> coord.latency_p95(now=105.0).tolist()
 [1.0, 2.0]
 >>> coord.counters().rows_in.tolist(), coord.counters().rows_out.tolist()
-([10, 6], [1, 2])
+([40, 24], [4, 8])
 """
 
 from __future__ import annotations
@@ -53,11 +49,7 @@ import numpy as np
 import pandas as pd
 
 from spillway.errors import ConfigError
-from spillway.quality.sic import StwConfig
-
-#: Result rows are kept this many STWs behind the newest one, so an STW ending up to one STW
-#: before the newest result (a late shedding decision) is still summed whole.
-KEEP_STWS = 2.0
+from spillway.quality.stw_account import SourceTimeAccount
 
 #: Columns :meth:`QueryCoordinator.record` reads.
 RECORD_COLUMNS: tuple[str, ...] = (
@@ -83,57 +75,56 @@ class QueryCounters:
     rows_in: np.ndarray
 
 
-class QueryCoordinator:
-    """Query SIC over the STW (THEMIS Eq. 4), p95 latency and counters, for Q queries.
+def _seconds(values: pd.Series) -> np.ndarray:
+    """Timestamps (pandas datetimes) or numbers as float Unix seconds."""
+    if pd.api.types.is_datetime64_any_dtype(values):
+        return values.map(pd.Timestamp.timestamp).to_numpy(dtype=np.float64)
+    return values.to_numpy(dtype=np.float64)
 
-    Thread-safe: every method holds one lock, so the sinks of several plans may record while
-    the controller reads.
+
+class QueryCoordinator:
+    """Query SIC over the latest complete STW (THEMIS Eq. 4), p95 latency and counters.
+
+    Thread-safe: the sink may record while the controller reads.
 
     Parameters
     ----------
     n_queries : number of logical queries on the node (``query_id`` 0..Q-1).
     stw_s : the source time window in seconds (THEMIS: 10 s).
-    slide_s : the STW's slide, the shedding interval (default ``stw_s / 10``); ``stw_s`` must
-        be a multiple of it. Kept in :attr:`config`; Eq. 4 itself slides continuously.
-    origin_s : when the queries started producing (one value or one per query), in the clock of
-        ``now``; used to extrapolate Eq. 4 while less than one STW has passed.
+    windows_s : every query's tumbling window length (one value for all, or one per query):
+        a result of the window starting at ``w`` covers source time ``[w, w + window)``.
+    epoch_s : the node's feed time 0 in Unix seconds (``window_start`` and ``produced_at`` are
+        Unix times); may be set later (:attr:`epoch_s`), before the first result.
 
     Raises
     ------
     ConfigError
-        A negative ``n_queries``, a bad window (see :class:`spillway.quality.sic.StwConfig`) or
-        a non-finite ``origin_s`` (or one of the wrong length).
+        A negative ``n_queries``, a bad ``stw_s`` or a window that is not > 0.
 
     Examples
     --------
-    >>> coord = QueryCoordinator(n_queries=1, stw_s=10.0)
+    >>> coord = QueryCoordinator(n_queries=1, stw_s=10.0, windows_s=1.0)
     >>> coord.query_sic(now=5.0).tolist(), bool(np.isnan(coord.latency_p95(now=5.0)[0]))
-    ([0.0], True)
+    ([nan], True)
     """
 
     def __init__(
-        self, n_queries: int, stw_s: float, *, slide_s: float | None = None, origin_s: Any = 0.0
+        self,
+        n_queries: int,
+        stw_s: float,
+        *,
+        windows_s: Any = 1.0,
+        epoch_s: float | None = None,
     ) -> None:
-        if isinstance(n_queries, bool) or not isinstance(n_queries, int) or n_queries < 0:
-            raise ConfigError(f"n_queries must be an int >= 0, got {n_queries!r}")
-        if slide_s is None:
-            # A stw_s that is not a number gets no slide: StwConfig rejects it (stw_s first).
-            numeric = isinstance(stw_s, int | float) and not isinstance(stw_s, bool)
-            slide_s = stw_s / 10 if numeric else math.nan
-        self.config = StwConfig(stw_s=stw_s, slide_s=slide_s)
-        origin = np.asarray(origin_s, dtype=np.float64)
-        if origin.ndim > 1 or (origin.ndim == 1 and origin.shape[0] != n_queries):
-            raise ConfigError(
-                f"origin_s must be one time or one per query ({n_queries}), got shape "
-                f"{origin.shape}"
-            )
-        if not np.isfinite(origin).all():
-            raise ConfigError(f"origin_s must be finite (seconds), got {origin_s!r}")
-        self._origin = np.array(np.broadcast_to(origin, (n_queries,)), dtype=np.float64)
+        self.account = SourceTimeAccount(n_queries, stw_s)
+        windows = np.broadcast_to(np.asarray(windows_s, dtype=np.float64), (n_queries,))
+        if not (np.isfinite(windows).all() and (windows > 0).all()):
+            raise ConfigError(f"windows_s must be > 0 (seconds), got {windows_s!r}")
+        self.windows_s = np.array(windows)
+        self.stw_s = float(stw_s)
+        #: Feed time 0 in Unix seconds (set by the controller once its epoch is fixed).
+        self.epoch_s = epoch_s
         self._n = n_queries
-        #: Recorded result rows, one (times, query ids, SIC) triple per record() call.
-        self._rows: deque[tuple[np.ndarray, np.ndarray, np.ndarray]] = deque()
-        self._newest = -math.inf
         self._lock = threading.Lock()
         self._latency: deque[tuple[float, int, float]] = deque()
         self._windows = np.zeros(n_queries, dtype=np.int64)
@@ -145,13 +136,29 @@ class QueryCoordinator:
         """Number of queries Q."""
         return self._n
 
+    def _epoch(self) -> float:
+        if self.epoch_s is None:
+            raise ConfigError("the coordinator's epoch_s is not set: the node has not started")
+        return float(self.epoch_s)
+
+    def record_decision(self, query: Any, t0: Any, t1: Any, *, arrived: Any, admitted: Any) -> None:
+        """A decision covered source time ``[t0, t1)`` (feed seconds) of ``query`` (ids): the
+        SIC mass that arrived there and the part admitted."""
+        self.account.add("arrived", query, t0, t1, arrived)
+        self.account.add("admitted", query, t0, t1, admitted)
+
+    def set_processed(self, query: Any, t: float) -> None:
+        """The input of ``query`` (ids) is processed up to feed time ``t``."""
+        self.account.set_processed(query, t)
+
     def record(self, results: pd.DataFrame | Mapping[str, Any]) -> None:
         """Record result rows (any number of queries and windows).
 
         Parameters
         ----------
         results : a table with the :data:`RECORD_COLUMNS` (pandas DataFrame or a mapping of
-            equal-length arrays): one row per result row.
+            equal-length arrays): one row per result row; ``window_start`` and ``produced_at``
+            in Unix time (seconds or timestamps).
 
         Raises
         ------
@@ -179,60 +186,35 @@ class QueryCoordinator:
             raise ConfigError(f"produced_at must be finite (seconds), got {t[~np.isfinite(t)]}")
         if not np.isfinite(sic).all() or sic.min() < 0:
             raise ConfigError(f"sic must be finite and >= 0, got {sic[~(sic >= 0)]}")
+        start = _seconds(df["window_start"]) - self._epoch()
+        self.account.add("results", q, start, start + self.windows_s[q], sic)
         wins = df.drop_duplicates(["query_id", "window_start"])
         wq = wins["query_id"].to_numpy(dtype=np.int64)
         with self._lock:
-            self._rows.append((t, q, sic))
-            self._newest = max(self._newest, float(t.max()))
-            keep_from = self._newest - KEEP_STWS * self.config.stw_s
-            while self._rows and self._rows[0][0].max() < keep_from:
-                self._rows.popleft()
             np.add.at(self._rows_out, q, 1)
             np.add.at(self._windows, wq, 1)
             np.add.at(self._rows_in, wq, wins["n_in"].to_numpy(dtype=np.int64))
-            for t, qi, lat in zip(wins["produced_at"], wq, wins["latency_s"], strict=True):
-                self._latency.append((float(t), int(qi), float(lat)))
-            self._prune(float(df["produced_at"].max()))
+            for tp, qi, lat in zip(wins["produced_at"], wq, wins["latency_s"], strict=True):
+                self._latency.append((float(tp), int(qi), float(lat)))
+            self._prune(float(t.max()))
 
     def _prune(self, now: float) -> None:
-        while self._latency and self._latency[0][0] < now - self.config.stw_s:
+        while self._latency and self._latency[0][0] < now - self.stw_s:
             self._latency.popleft()
 
     def query_sic(self, now: float) -> np.ndarray:
-        """Every query's result SIC over the STW ending at ``now`` (THEMIS Eq. 4), shape (Q,).
+        """Every query's SIC over its latest complete STW ending by ``now`` (Unix s), (Q,).
 
-        The sum of the SIC of the results produced in ``[now - STW, now)``. While a query is
-        younger than one STW the sum is extrapolated by ``STW / age``, the factor
-        :class:`spillway.quality.StwCounter` uses for its source counts, so an unshed query
-        reads about 1 from the start (0 before its origin). Not clipped: it can slightly
-        exceed 1. Exact for any ``now`` up to one STW before the newest result recorded
-        (:data:`KEEP_STWS`); older rows are dropped.
-
-        One result per second, each carrying half of a 2 s STW, produced 0.4 s into the second:
-
-        >>> coord = QueryCoordinator(n_queries=1, stw_s=2.0, slide_s=1.0, origin_s=-5.0)
-        >>> coord.record({"query_id": [0, 0, 0], "window_start": [-1.0, 0.0, 1.0],
-        ...               "sic": [0.5] * 3, "n_in": [4] * 3, "latency_s": [0.4] * 3,
-        ...               "produced_at": [0.4, 1.4, 2.4]})
-        >>> [coord.query_sic(now).tolist() for now in (2.0, 2.2, 2.9, 3.0)]
-        [[1.0], [1.0], [1.0], [1.0]]
+        Results mass over arrived mass in ``[E - STW, E)``, ``E`` the source time up to which
+        the query's input is processed (at most ``now``); NaN before anything is processed.
+        Not clipped (see :mod:`spillway.quality.stw_account`).
         """
         now = float(now)
         if not math.isfinite(now):
             raise ConfigError(f"now must be finite (seconds), got {now!r}")
-        lo = now - self.config.stw_s
-        raw = np.zeros(self._n)
-        with self._lock:
-            for t, q, sic in self._rows:
-                inside = (t >= lo) & (t < now)
-                if inside.any():
-                    raw += np.bincount(q[inside], weights=sic[inside], minlength=self._n)
-        age = now - self._origin
-        stw = self.config.stw_s
-        scale = np.where(age >= stw, 1.0, 0.0)
-        young = (age > 0) & (age < stw)
-        scale[young] = stw / age[young]
-        return raw * scale
+        if self.epoch_s is None:
+            return np.full(self.n_queries, np.nan)
+        return self.account.measured(now - self._epoch())
 
     def latency_p95(self, now: float) -> np.ndarray:
         """95th percentile of result latency over the STW ending at ``now``, per query (Q,).

@@ -1,4 +1,4 @@
-"""Exact answers and the error of shed results against them (DESIGN §5; THEMIS §7.1).
+"""Exact answers and the error of shed results against them (THEMIS §7.1; CoD §VII-C3).
 
 Every feed is deterministic, so the exact answer of a query is the same query kind applied to
 the same input with nothing shed: a batch Spark job over keep-all rows (for instance

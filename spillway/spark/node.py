@@ -1,6 +1,6 @@
 """A spillway node on Spark: controller + channel + one streaming query per window + listener.
 
-:class:`Node` is what the CLI runs (SPARK.md). Like THEMIS's node it has ONE input buffer and
+:class:`Node` is what the CLI runs (docs/design.md). Like THEMIS's node it has ONE input buffer and
 takes one admission decision per interval: normally ONE Spark streaming query, fed by one
 spillway source that carries the tuples of ALL the node's logical queries whatever their kind
 (told apart by ``query_id``). Its ``foreachBatch`` sink evaluates every kind present in the
@@ -37,33 +37,33 @@ its results, history and batches stay readable after ``stop()``.
 
 Overload calibration (``NodeConfig.overload``)
 ----------------------------------------------
-When ``overload`` is set, ``start()`` first measures the node's capacity in calibration rounds,
-nothing shed. A round runs the plans for ``calibrate_s`` seconds and until every plan has
-:attr:`Node.calibration_min_batches` (default :data:`MIN_CALIBRATION_BATCHES`) measured
-micro-batches (the first batches of a streaming query
-are slow; the cost model ignores its warm-up batches). The controller holds decisions back in a
-fixed pattern (batches span 1, 2, 1 or 3 intervals of arrivals) so batch sizes vary and the cost
-models can separate each plan's fixed overhead from its per-tuple cost. The capacity is
-``C = (headroom · interval − Σ overheads) / mean per-tuple cost / interval`` tuples/s with the
-plans in the configured rate mix (:func:`spillway.control.capacity_tuples` with the node's
-headroom): what the controller will admit per second, the same estimate the run reports as its
-capacity, so ``overload`` is relative to it. (With headroom 1 the capacity would be what the node
-can process when it does nothing else; it is recorded as ``full_capacity_tuples_per_s``. The two
-differ by far more than the headroom when the fixed cost of a micro-batch takes most of the
-interval, as on ``local[2]``: measured there, a 1.36 s overhead of a 2 s interval leaves 0.24 s
-for tuples at headroom 0.8 and 0.64 s at headroom 1, and an overload of 3 relative to the latter
-was 8 times what the node admitted.)
+When ``overload`` is set, ``start()`` first measures the node's capacity, nothing shed, in
+calibration rounds at rising arrival rates. A round runs the plan (a fresh streaming query) at a
+fixed rate for at least its share of ``calibrate_s`` (half for the first round, a quarter for
+each later one) and until :attr:`Node.calibration_min_batches` measured micro-batches; the
+controller holds decisions back in a fixed pattern (batches span 1, 2, 1 or 3 intervals of
+arrivals) so batch sizes vary and the cost model separates the fixed overhead ``o`` of a batch
+from its per-tuple cost ``k`` (the fits carry over from round to round).
 
-A fit from batches far below capacity is an extrapolation, and a poor one: at a few thousand
-rows per batch the per-tuple cost hides in the noise of the overhead (measured here: one round
-at 3,000 rows/s fitted 1e-9 s a tuple, a capacity of 378 million rows/s). So when ``C`` exceeds
-:data:`CALIBRATION_REACH` times the rate the round ran at, another round runs with every rate
-scaled up to ``C`` (at most :data:`CALIBRATION_STEP` times more per round; at most
-:data:`CALIBRATION_ROUNDS` rounds; cost models carried over). Finally every query's rate is
-multiplied by ``overload · C / R`` (``R`` the configured total rate), so the total arrival rate
-is ``overload`` times the capacity, and the node starts afresh (new feeds, controller and
-checkpoints; the fitted cost models are carried over). :attr:`Node.calibration` records ``C``,
-the scale, the fits, the batches seen and every round.
+The capacity is what the node processes per second of micro-batch time at its *operating
+point*: a batch of ``n* = (headroom · span · interval − o) / k`` rows fills the controller's
+budget, so ``C = n* / (headroom · span · interval)`` tuples per second of batch time (``span``
+from :func:`spillway.control.batch_span`). It is the same measure the run report gives
+(``capacity_measured_tuples_per_s``: rows processed over batch time), so the overload the run
+asked for is the overload it measures. Two rules keep ``C`` honest:
+
+- it is never above what a measured batch achieved: ``C <= max rows / duration`` over the
+  round's batches (the first :data:`WARMUP_BATCHES` of a streaming query left out). A fit from
+  batches far below ``n*`` extrapolates (measured here: 3,000 rows/s fitted 1e-9 s a tuple, a
+  "capacity" of 485 million rows/s), so the bound refuses to report more than was seen;
+- so another round runs, at up to :data:`CALIBRATION_STEP` times the rate, until the largest
+  batch of a round reached ``n*`` (at most :data:`CALIBRATION_ROUNDS` rounds).
+
+Finally every query's rate is multiplied by ``overload · C / R`` (``R`` the configured total
+rate), fixed from then on (arrivals never follow processing), and the node starts afresh (new
+feeds, controller and checkpoints; the fitted cost model carried over). :attr:`Node.calibration`
+records ``C``, the fits, the wall time and every round; :mod:`spillway.progress` reports each
+round as it ends.
 
 Clocks: ``clock=None``/``"wall"`` runs on wall time; ``"logical"`` advances feed time by exactly
 one trigger interval per decision (epoch 0 by default; deterministic runs, reproducible when the
@@ -76,14 +76,15 @@ Examples
 >>> cfg = NodeConfig(queries=(QuerySpec(name="a", kind="avg", feed="gaussian"),
 ...                           QuerySpec(name="b", kind="avg", feed="uniform", window_s=2.0),
 ...                           QuerySpec(name="c", kind="max", feed="gaussian")), stw_s=10.0)
->>> [(p.name, p.window_s, p.kinds) for p in plan_layout(cfg)]
-[('mixed-1s', 1.0, {'avg': (0,), 'max': (2,)}), ('avg-2s', 2.0, {'avg': (1,)})]
+>>> [(p.name, p.windows, p.kinds) for p in plan_layout(cfg)]
+[('mixed', {0: 1.0, 1: 2.0, 2: 1.0}, {'avg': (0, 1), 'max': (2,)})]
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import re
 import shutil
 import tempfile
 import threading
@@ -91,16 +92,17 @@ import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple
 
 import numpy as np
 import pandas as pd
 
-from spillway.config import NodeConfig, QuerySpec
-from spillway.control import CostModelState, capacity_tuples, estimate
-from spillway.errors import ConfigError, SpillwayError
+from spillway.config import NodeConfig, feed_settings
+from spillway.control import CostModelState, batch_span, estimate
+from spillway.errors import ConfigError, RunFailedError, SpillwayError
 from spillway.feeds import make_feed
 from spillway.policies.base import Policy
+from spillway.progress import report
 from spillway.quality import jain_index
 from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
@@ -128,92 +130,54 @@ RESULT_COLUMNS = (
 #: How many intervals of arrivals calibration batches span, in turn.
 CALIBRATION_GAPS = (1, 2, 1, 3)
 
-#: A calibration round lasts ``calibrate_s`` and at least this many measured batches per plan.
+#: A calibration round lasts its share of ``calibrate_s`` and at least this many measured
+#: batches.
 MIN_CALIBRATION_BATCHES = 5
 
-#: At most this many calibration rounds; a capacity more than :data:`CALIBRATION_REACH` times
-#: the rate a round ran at is measured again, at that capacity (rates grown at most
-#: :data:`CALIBRATION_STEP` times per round). With one plan whose fixed cost is most of the
-#: interval, the per-tuple cost is only identified by batches near capacity (measured: with a
-#: reach of 4 a calibration estimated 162,000 tuples/s, the run then 413,000), hence a reach of
-#: 2 and steps of 8 (the default node's 10,000 tuples/s can reach 640,000 in the third round).
-CALIBRATION_ROUNDS = 3
-CALIBRATION_REACH = 2.0
-CALIBRATION_STEP = 8.0
+#: The first batches of a streaming query start Python workers and generate code (measured: 7 s
+#: for a batch that later takes 1.5 s); they are left out of the calibration's measured rates.
+WARMUP_BATCHES = 2
+
+#: At most this many calibration rounds; each runs at most :data:`CALIBRATION_STEP` times the
+#: rate of the one before (a node at 400 tuples/s reaches 4 million in four steps).
+CALIBRATION_ROUNDS = 5
+CALIBRATION_STEP = 10.0
 
 
 class PlanLayout(NamedTuple):
-    """One plan of a node: its name, window and the query ids of each kind it evaluates."""
+    """The node's plan: its name, every query's window and the query ids of each kind."""
 
     name: str
-    window_s: float
+    windows: dict[int, float]
     kinds: dict[str, tuple[int, ...]]
 
     @property
     def query_ids(self) -> list[int]:
         """The plan's query ids, ascending (config order).
 
-        >>> PlanLayout("mixed", 1.0, {"avg": (0, 3), "max": (1,)}).query_ids
+        >>> PlanLayout("mixed", {0: 1.0, 1: 1.0, 3: 2.0}, {"avg": (0, 3), "max": (1,)}).query_ids
         [0, 1, 3]
         """
         return sorted(i for ids in self.kinds.values() for i in ids)
 
 
 def plan_layout(config: NodeConfig) -> list[PlanLayout]:
-    """The node's plans, one per window length (in order of first appearance in the config).
+    """The node's plans: ONE, carrying every query whatever its kind and window.
 
-    A plan is named after its kind when all its queries have one kind, else
-    :data:`~spillway.spark.sink.MIXED_PLAN`; ``-<w>s`` is appended when the node has several
-    window lengths. ``kinds`` maps each kind to its query ids, in config order.
+    The plan is named after its kind when all queries have one kind, else
+    :data:`~spillway.spark.sink.MIXED_PLAN`; ``kinds`` maps each kind to its query ids, in
+    config order. Queries with different windows share the plan: each query's part of a batch
+    ends on a multiple of its own window (:mod:`spillway.spark.controller`), so one streaming
+    query (one fixed micro-batch cost per interval) serves them all. Earlier, one plan per
+    window length made two or three streaming queries compete for two cores: their fixed costs
+    filled the interval and a 5 s query starved beside 0.5 s and 1 s ones.
     """
-    by_window: dict[float, dict[str, list[int]]] = {}
+    kinds: dict[str, list[int]] = {}
     for i, q in enumerate(config.queries):
-        by_window.setdefault(float(q.window_s), {}).setdefault(q.kind, []).append(i)
-    out = []
-    for w, kinds in by_window.items():
-        name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
-        if len(by_window) > 1:
-            name = f"{name}-{w:g}s"
-        out.append(PlanLayout(name, w, {k: tuple(v) for k, v in kinds.items()}))
-    return out
-
-
-def feed_seed(seed: int, query_index: int) -> int:
-    """Seed of the feed of the query at ``query_index`` (distinct per query, from the node seed).
-
-    >>> feed_seed(0, 0) != feed_seed(0, 1)
-    True
-    """
-    return int(np.random.SeedSequence([seed, query_index]).generate_state(1)[0])
-
-
-def feed_settings(q: QuerySpec, seed: int, index: int, scale: float = 1.0) -> dict[str, Any]:
-    """The keyword arguments of ``spillway.feeds.make_feed(q.feed, ...)`` for the query at
-    ``index`` of a node seeded ``seed``: how a :class:`Node` builds its feeds, so anything that
-    needs the node's feeds outside the node gets the same tuples.
-
-    Parameters
-    ----------
-    q : the query.
-    seed : the node's seed (``NodeConfig.seed``); the feed's seed is :func:`feed_seed`.
-    index : the query's position in ``NodeConfig.queries``.
-    scale : factor applied to the query's rate per source (:attr:`Node.rate_scale`).
-
-    Examples
-    --------
-    >>> from spillway.config import QuerySpec
-    >>> s = feed_settings(QuerySpec(name="a", kind="avg", feed="gaussian", rate=100.0), 0, 1, 2.0)
-    >>> s["rate"], s["seed"] == feed_seed(0, 1)
-    (200.0, True)
-    """
-    return dict(
-        n_sources=q.n_sources,
-        rate=q.rate * scale,
-        profile=q.profile,
-        profile_options=dict(q.profile_options),
-        seed=feed_seed(seed, index),
-        **dict(q.feed_options),
-    )
+        kinds.setdefault(q.kind, []).append(i)
+    name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
+    windows = {i: float(q.window_s) for i, q in enumerate(config.queries)}
+    return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
 
 
 class Node:
@@ -274,6 +238,7 @@ class Node:
         self._log_level = log_level
         if spark is not None and log_level is not None:
             spark.sparkContext.setLogLevel(log_level)
+        config.check_feeds()  # a bad feed, option or file fails here, before Spark starts
         self._layout = plan_layout(config)
         self._scale = 1.0
         self._calibration: dict[str, Any] | None = None
@@ -285,11 +250,15 @@ class Node:
         self._tmpdir: str | None = None
         self._lock = threading.Lock()
         self.store = ResultStore()
-        self.coordinator: _EpochCoordinator | None = None
+        self.coordinator: QueryCoordinator | None = None
         #: How long :meth:`start` waits for the streaming queries' sources to connect.
         self.ready_timeout_s = 180.0
         #: Measured micro-batches per plan a calibration round needs.
         self.calibration_min_batches = MIN_CALIBRATION_BATCHES
+        self._feed_ends: dict[str, float | None] = {}
+        #: Why the run failed (plan, phase, last finished batch, full error), or None.
+        self.failure: dict[str, Any] | None = None
+        self._phase = "start"
 
     # ------------------------------------------------------------------------- properties
 
@@ -306,7 +275,12 @@ class Node:
             )
             if self._log_level is not None:
                 builder = builder.config("spark.log.level", self._log_level)
-            self._spark = builder.getOrCreate()
+            try:
+                self._spark = builder.getOrCreate()
+            except Exception as e:  # the JVM did not start: Java, master, ports
+                raise RunFailedError(
+                    f"Spark could not start on master {self.config.master!r}: {short_error(str(e))}"
+                ) from None
         return self._spark
 
     @property
@@ -325,6 +299,11 @@ class Node:
     def calibration(self) -> dict[str, Any] | None:
         """What the overload calibration measured (None without ``overload``)."""
         return self._calibration
+
+    @property
+    def feeds_end_s(self) -> dict[str, float | None]:
+        """Per query, the feed time its feed ends (a replayed file without ``loop``) or None."""
+        return dict(self._feed_ends)
 
     @property
     def rate_scale(self) -> float:
@@ -365,6 +344,7 @@ class Node:
         return root
 
     def _launch(self, phase: str, *, calibrating: bool = False) -> None:
+        self._phase = phase
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
@@ -374,12 +354,20 @@ class Node:
                 q = cfg.queries[i]
                 settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
+                self._feed_ends[q.name] = feed.end_s()
                 spec = FeedSpec.registered(q.feed, **settings)
                 queries.append(
-                    PlanQuery(query_id=i, name=q.name, feed=feed, spec=spec, kind=q.kind)
+                    PlanQuery(
+                        query_id=i,
+                        name=q.name,
+                        feed=feed,
+                        spec=spec,
+                        kind=q.kind,
+                        window_s=q.window_s,
+                    )
                 )
             plans.append(
-                PlanSpec(name=layout.name, window_s=layout.window_s, queries=tuple(queries))
+                PlanSpec(name=layout.name, window_s=cfg.queries[0].window_s, queries=tuple(queries))
             )
         cap = None
         if self._capacity is not None and not calibrating:
@@ -393,7 +381,9 @@ class Node:
             capacity_tuples=cap,
         )
         self.store = ResultStore()
-        coordinator = _EpochCoordinator(len(cfg.queries), cfg.stw_s, cfg.trigger_s)
+        coordinator = QueryCoordinator(
+            len(cfg.queries), cfg.stw_s, windows_s=[q.window_s for q in cfg.queries]
+        )
         self.coordinator = coordinator
         controller = NodeController(
             ccfg,
@@ -403,7 +393,6 @@ class Node:
             epoch_s=self._epoch_s,
             coordinator=coordinator,
         )
-        coordinator.controller = controller
         for plan, state in self._carry_costs.items():
             controller.set_cost_state(plan, state)
         if calibrating:
@@ -416,11 +405,9 @@ class Node:
         root = self._checkpoint_root(phase)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
-        # The sink only calls record(); the lazy wrapper has QueryCoordinator's methods.
-        sink_coordinator = cast(QueryCoordinator, coordinator)
         self._sinks = {
             p.name: ResultSink(
-                p.kinds, p.window_s, self.store, sink_coordinator, clock=controller.now, plan=p.name
+                p.kinds, p.windows, self.store, coordinator, clock=controller.now, plan=p.name
             )
             for p in plans
         }
@@ -494,10 +481,20 @@ class Node:
         if self._controller is not None:
             self._controller.pause()
         deadline = time.monotonic() + drain_s
-        for q in self._queries.values():
+        for plan, q in self._queries.items():
             with contextlib.suppress(Exception):
                 while q.isActive and q.status["isTriggerActive"] and time.monotonic() < deadline:
                     time.sleep(0.05)
+            if self.failure is None:  # a query that died before we stopped it: remember why
+                with contextlib.suppress(Exception):
+                    err = self.query_error(plan)
+                    if err is not None:
+                        self.failure = {
+                            "plan": plan,
+                            "phase": self._phase,
+                            "after_batch": None,
+                            "error": err,
+                        }
             with contextlib.suppress(Exception):
                 q.stop()
         self._queries = {}
@@ -534,8 +531,8 @@ class Node:
 
         Raises
         ------
-        SpillwayError
-            A streaming query failed (the node is stopped first).
+        RunFailedError
+            A streaming query failed (the node is stopped first; :attr:`failure` says where).
         """
         if not (duration_s > 0 and tick_s > 0):
             raise ConfigError(f"duration_s and tick_s must be > 0, got {duration_s}, {tick_s}")
@@ -549,12 +546,34 @@ class Node:
                     on_tick(self.snapshot())
         finally:
             self.stop()
+        if self.failure is not None:  # a query died during the last tick or the drain
+            raise RunFailedError(
+                f"the streaming query of plan {self.failure['plan']!r} failed while "
+                f"{self._phase_text()}: {short_error(self.failure['error'])}"
+            )
 
     def _raise_failed(self) -> None:
         for plan in list(self._queries):
             err = self.query_error(plan)
             if err is not None:
-                raise SpillwayError(f"the streaming query of plan {plan!r} failed: {err}")
+                self._fail(plan, err)
+
+    def _fail(self, plan: str, err: str) -> None:
+        """Record the failure of ``plan``'s streaming query and raise :class:`RunFailedError`."""
+        batches = self._controller.batches(plan) if self._controller is not None else []
+        self.failure = {
+            "plan": plan,
+            "phase": self._phase,
+            "after_batch": batches[-1]["batch_id"] if batches else None,
+            "error": err,
+        }
+        raise RunFailedError(
+            f"the streaming query of plan {plan!r} failed while {self._phase_text()}: "
+            f"{short_error(err)}"
+        )
+
+    def _phase_text(self) -> str:
+        return "measuring capacity" if self._phase.startswith("calibrate") else "running"
 
     def _make_policy(self) -> Policy:
         policy: Policy = self.config.make_policy()
@@ -565,74 +584,88 @@ class Node:
     def _calibrate(self) -> None:
         cfg = self.config
         assert cfg.overload is not None
-        mix = {}
-        for p in self._layout:
-            mix[p.name] = sum(cfg.queries[i].rate * cfg.queries[i].n_sources for i in p.query_ids)
-        total = sum(mix.values())
+        total = sum(q.rate * q.n_sources for q in cfg.queries)
         rounds: list[dict[str, Any]] = []
         scale = 1.0
+        began = time.monotonic()
+        self._calibration_rounds = rounds
         for r in range(CALIBRATION_ROUNDS):
             self._scale = scale
-            states, observed = self._calibration_round(f"calibrate-{r}")
+            share = 0.5 if r == 0 else 0.25
+            states, batches = self._calibration_round(f"calibrate-{r}", share * cfg.calibrate_s)
             self._carry_costs = dict(states)
-            est = {p: estimate(st) for p, st in states.items()}
-            cap = capacity_tuples(est, mix, cfg.trigger_s, cfg.headroom) / cfg.trigger_s
-            full = capacity_tuples(est, mix, cfg.trigger_s, 1.0) / cfg.trigger_s
-            rounds.append(
-                {
-                    "rate": total * scale,
-                    "capacity_tuples_per_s": cap,
-                    "full_capacity_tuples_per_s": full,
-                    "batches": observed,
-                }
+            rnd = calibration_round_capacity(
+                states,
+                batches,
+                rate=total * scale,
+                trigger_s=cfg.trigger_s,
+                headroom=cfg.headroom,
             )
-            if not (cap > 0 and math.isfinite(cap)):
-                raise SpillwayError(
-                    f"calibration measured no capacity ({cap} tuples/s): the fixed cost of a "
-                    f"micro-batch ({sum(e.overhead_s for e in est.values()):.2f} s) fills the "
-                    f"budget of the trigger interval (headroom {cfg.headroom:g} x "
-                    f"{cfg.trigger_s:g} s); raise trigger_s"
+            rounds.append(rnd)
+            report(
+                f"measuring capacity, round {r + 1}: {rnd['rate']:,.0f} tuples/s arriving, "
+                f"batches up to {rnd['largest_batch']:,} rows (operating point "
+                f"{rnd['operating_rows']:,.0f}), capacity {rnd['capacity_tuples_per_s']:,.0f} "
+                "tuples per second of batch time"
+            )
+            if not rnd["capacity_tuples_per_s"] > 0:
+                raise RunFailedError(
+                    f"calibration measured no capacity: the fixed cost of a micro-batch "
+                    f"({rnd['overhead_s']:.2f} s) fills the budget of "
+                    f"{ControllerConfig().span_limit} trigger intervals (headroom "
+                    f"{cfg.headroom:g} x {cfg.trigger_s:g} s); raise trigger_s"
                 )
-            if cap <= CALIBRATION_REACH * total * scale:
+            if rnd["largest_batch"] >= rnd["operating_rows"]:
                 break
-            # Too far above what was measured to extrapolate: measure again near it.
-            scale = min(cap / total, scale * CALIBRATION_STEP)
+            # The batches stayed below the operating point: measure again closer to it.
+            need = rnd["operating_rows"] / cfg.trigger_s / total
+            scale = min(scale * CALIBRATION_STEP, max(scale, need))
+        cap = rounds[-1]["capacity_tuples_per_s"]
         self._scale = cfg.overload * cap / total
         self._calibration = {
             "capacity_tuples_per_s": cap,
-            "full_capacity_tuples_per_s": full,
+            "reached_operating_point": rounds[-1]["largest_batch"] >= rounds[-1]["operating_rows"],
             "configured_rate": total,
             "scale": self._scale,
             "target_rate": cfg.overload * cap,
-            "estimates": {p: (e.overhead_s, e.per_tuple_s) for p, e in est.items()},
-            "batches": observed,
+            "overhead_s": rounds[-1]["overhead_s"],
+            "per_tuple_s": rounds[-1]["per_tuple_s"],
+            "wall_s": time.monotonic() - began,
             "rounds": rounds,
         }
 
-    def _calibration_round(self, phase: str) -> tuple[dict[str, CostModelState], dict[str, int]]:
-        """Run the plans at the current rate scale, nothing shed, until enough batches."""
-        cfg = self.config
+    def _calibration_round(
+        self, phase: str, min_s: float
+    ) -> tuple[dict[str, CostModelState], list[dict[str, Any]]]:
+        """Run the plan at the current rate scale, nothing shed, for at least ``min_s`` and
+        :attr:`calibration_min_batches` measured batches; the cost states and the batches."""
         self._launch(phase, calibrating=True)
         try:
             start = time.monotonic()
-            give_up = start + 4 * cfg.calibrate_s + 60.0
+            give_up = start + 4 * min_s + 60.0
             while True:
                 time.sleep(0.25)
                 self._raise_failed()
                 observed = {p: len(self.controller.batches(p)) for p in self.plans}
                 now = time.monotonic()
                 enough = min(observed.values()) >= self.calibration_min_batches
-                if enough and now - start >= cfg.calibrate_s:
-                    return self.controller.cost_states(), observed
+                if enough and now - start >= min_s:
+                    batches = [b for p in self.plans for b in self.controller.batches(p)]
+                    return self.controller.cost_states(), batches
                 if now > give_up:
-                    raise SpillwayError(
-                        f"calibration saw only {observed} micro-batches per plan in "
-                        f"{now - start:.0f} s (needs {self.calibration_min_batches}); the node is "
-                        "too slow for its trigger interval: raise trigger_s"
+                    raise RunFailedError(
+                        f"calibration saw only {observed} micro-batches in {now - start:.0f} s "
+                        f"(needs {self.calibration_min_batches}); the node is too slow for its "
+                        "trigger interval: raise trigger_s"
                     )
         finally:
             self._stop_queries()
             self._controller = None
+
+    @property
+    def calibration_rounds(self) -> list[dict[str, Any]]:
+        """The calibration rounds finished so far (also while calibrating)."""
+        return list(getattr(self, "_calibration_rounds", []))
 
     # ------------------------------------------------------------------------- reporting
 
@@ -683,21 +716,31 @@ class Node:
             raise SpillwayError("exact_results needs a started node (its feeds serve the read)")
         frames = []
         for p in self._layout:
-            until = math.floor(until_s / p.window_s + 1e-9) * p.window_s
-            if until <= 0:
-                continue
-            opts = source_options(
-                self._server.address_text, self._server.authkey, p.name, from_s=0.0, until_s=until
-            )
-            df = self.spark.read.format("spillway").options(**opts).load()
-            if len(p.kinds) > 1:
-                df = df.persist()  # read the feeds once, not once per kind
-            try:
-                for kind, ids in p.kinds.items():
-                    rows = df if len(p.kinds) == 1 else df.filter(F.col("query_id").isin(list(ids)))
-                    frames.append(exact_results(kind, rows, p.window_s).assign(kind=kind))
-            finally:
-                if len(p.kinds) > 1:
+            by_window: dict[float, dict[str, list[int]]] = {}
+            for kind, ids in p.kinds.items():
+                for i in ids:
+                    by_window.setdefault(p.windows[i], {}).setdefault(kind, []).append(i)
+            for w, kinds in by_window.items():
+                until = math.floor(until_s / w + 1e-9) * w
+                if until <= 0:
+                    continue
+                opts = source_options(
+                    self._server.address_text,
+                    self._server.authkey,
+                    p.name,
+                    from_s=0.0,
+                    until_s=until,
+                )
+                ids_w = [i for v in kinds.values() for i in v]
+                df = self.spark.read.format("spillway").options(**opts).load()
+                df = df.filter(F.col("query_id").isin(ids_w)).persist()
+                try:
+                    for kind, kind_ids in kinds.items():
+                        rows = (
+                            df if len(kinds) == 1 else df.filter(F.col("query_id").isin(kind_ids))
+                        )
+                        frames.append(exact_results(kind, rows, w).assign(kind=kind))
+                finally:
                     df.unpersist()
         names = [q.name for q in self.config.queries]
         if not frames:
@@ -732,6 +775,7 @@ class Node:
             arrived = int(view["arrived"][i])
             decided, kept = int(view["decided"][i]), int(view["admitted"][i])
             target = q.latency_target_s or (3 * cfg.trigger_s + q.window_s)
+            end = self._feed_ends.get(q.name)
             queries.append(
                 QueryStatus(
                     name=q.name,
@@ -743,6 +787,7 @@ class Node:
                     latency_target_s=float(target),
                     rows_in=decided,
                     rows_kept=kept,
+                    ended=end is not None and t >= end,
                 )
             )
         hist = c.history()
@@ -751,7 +796,7 @@ class Node:
             t=t,
             capacity_tuples_per_s=float(cap),
             processed_tuples_per_s=float(processed),
-            jain=float(jain_index(np.maximum(sic, 0.0))) if len(sic) else math.nan,
+            jain=float(jain_index(sic[np.isfinite(sic)])) if np.isfinite(sic).any() else math.nan,
             queries=tuple(queries),
             policy=cfg.policy if self._policy is None else self._policy.name,
         )
@@ -790,47 +835,81 @@ def _recent_rates(
     return cap / span, done / span
 
 
-class _EpochCoordinator:
-    """A :class:`QueryCoordinator` made on first use, with the controller's epoch as origin.
+def calibration_round_capacity(
+    states: dict[str, CostModelState],
+    batches: list[dict[str, Any]],
+    *,
+    rate: float,
+    trigger_s: float,
+    headroom: float,
+) -> dict[str, Any]:
+    """What one calibration round measured (module docstring, "Overload calibration").
 
-    The wall-clock epoch is fixed when the first streaming query asks for an offset (the feed
-    starts when Spark is ready); the coordinator extrapolates Eq. 4 for queries younger than one
-    STW from that origin (:meth:`QueryCoordinator.query_sic`), so it is created once the epoch is
-    known (the first result or the first decision, both after the first request).
+    ``capacity_tuples_per_s`` is the fitted throughput at the operating point, at most the best
+    measured ``rows / duration`` of the round's batches (the first :data:`WARMUP_BATCHES` left
+    out; batches with no rows do not count).
+
+    >>> from spillway.control import CostModelConfig, initial_state, observe
+    >>> cfg = CostModelConfig(warmup_batches=0)
+    >>> st = initial_state(cfg)
+    >>> for n in (1000, 2000, 1000, 3000) * 40:        # o = 0.2 s, k = 1e-4 s
+    ...     st = observe(cfg, st, n, 0.2 + 1e-4 * n)
+    >>> seen = [{"rows": n, "duration_s": 0.2 + 1e-4 * n} for n in (0, 0, 1000, 6000)]
+    >>> r = calibration_round_capacity({"p": st}, seen, rate=1000.0, trigger_s=1.0,
+    ...                                headroom=0.8)
+    >>> round(r["operating_rows"], -2), round(r["capacity_tuples_per_s"], -2)
+    (6000.0, 7500.0)
+    >>> r = calibration_round_capacity({"p": st}, seen[:3], rate=1000.0, trigger_s=1.0,
+    ...                                headroom=0.8)
+    >>> round(r["capacity_tuples_per_s"])          # bounded by the best batch: 1000 / 0.3 s
+    3333
     """
+    est = [estimate(st) for st in states.values()]
+    overhead = sum(e.overhead_s for e in est)
+    per_tuple = float(np.mean([e.per_tuple_s for e in est])) if est else math.nan
+    span = batch_span(overhead, trigger_s, headroom, limit=ControllerConfig().span_limit)
+    budget = headroom * span * trigger_s
+    rows = (budget - overhead) / per_tuple if per_tuple > 0 else math.inf
+    fitted = max(rows, 0.0) / budget
+    measured = [
+        b["rows"] / b["duration_s"]
+        for b in batches[WARMUP_BATCHES:]
+        if b["rows"] > 0 and b["duration_s"] > 0
+    ]
+    best = max(measured, default=0.0)
+    return {
+        "rate": float(rate),
+        "batches": len(batches),
+        "largest_batch": max((int(b["rows"]) for b in batches[WARMUP_BATCHES:]), default=0),
+        "overhead_s": overhead,
+        "per_tuple_s": per_tuple,
+        "span": span,
+        "operating_rows": max(rows, 0.0) if math.isfinite(rows) else math.inf,
+        "fitted_tuples_per_s": fitted,
+        "best_batch_tuples_per_s": best,
+        "capacity_tuples_per_s": min(fitted, best),
+    }
 
-    def __init__(self, n_queries: int, stw_s: float, slide_s: float) -> None:
-        self._args = (n_queries, stw_s, slide_s)
-        self.controller: NodeController | None = None
-        self._inner: QueryCoordinator | None = None
-        self._lock = threading.Lock()
 
-    @property
-    def inner(self) -> QueryCoordinator:
-        """The coordinator itself."""
-        if self._inner is not None:
-            return self._inner
-        assert self.controller is not None
-        # Read the epoch before taking this lock: the controller may hold its own lock while it
-        # asks this coordinator for query SIC (no nested locking in opposite orders).
-        epoch = self.controller.epoch_s
-        with self._lock:
-            if self._inner is None:
-                n, stw, slide = self._args
-                self._inner = QueryCoordinator(n, stw, slide_s=slide, origin_s=epoch)
-            return self._inner
+def short_error(text: str, limit: int = 300) -> str:
+    r"""One line out of a Spark/py4j error: the Python error a failed ``foreachBatch`` or
+    worker reported when there is one, else the first line, at most ``limit`` characters.
 
-    def record(self, results: Any) -> None:
-        self.inner.record(results)
-
-    def query_sic(self, now: float) -> np.ndarray:
-        return self.inner.query_sic(now)
-
-    def latency_p95(self, now: float) -> np.ndarray:
-        return self.inner.latency_p95(now)
-
-    def counters(self) -> Any:
-        return self.inner.counters()
+    >>> short_error("org.apache.spark.SparkException: [FOREACH_BATCH_USER_FUNCTION_ERROR] An"
+    ...             " error occurred\n  File x\nValueError: boom\n\tat org.apache...")
+    'ValueError: boom'
+    >>> short_error("java.io.EOFException\n\tat java.io.DataInputStream")
+    'java.io.EOFException'
+    """
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    py = [
+        ln
+        for ln in lines
+        if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt)\b.*:", ln)
+        and not ln.startswith(("org.", "java.", "py4j.", "scala."))
+    ]
+    line = py[-1] if py else (lines[0] if lines else "unknown error")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def _calibration_hold(controller: NodeController) -> Callable[[int, int], bool]:

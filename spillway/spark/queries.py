@@ -4,7 +4,7 @@ DataFrame functions.
 Every kind takes the rows of the spillway source (all logical queries of that kind in one
 DataFrame, told apart by ``query_id``) and returns one result table, grouped by query and
 tumbling window (``window_start = floor(event_ts / window_s) * window_s``, aligned with the
-micro-batches). Result columns (:data:`RESULT_COLUMNS`, the contract in ``notes/SPARK.md``):
+micro-batches). Result columns (:data:`RESULT_COLUMNS`, the contract every query kind keeps):
 
 ==================  =========  =============================================================
 column              type       meaning
@@ -31,7 +31,7 @@ of a window always carry the SIC of all its input rows between them:
   is pass-through for SIC, so it is the same plan as ``avg`` over more sources.
 - ``count``: number of values ``>= 50``. The predicate is folded into the aggregate (a
   conditional count), so the row is emitted even when no value passes (count 0) and carries
-  the SIC of *all* the window's inputs: the HAVING does not lose SIC (digest A4.2 pitfall 10).
+  the SIC of *all* the window's inputs: the HAVING does not lose SIC (DISSP §3.2, Assumption 6).
 - ``cov``: sample covariance of the values of sources 0 and 1. Samples are paired by position:
   the i-th tuple of source 0 with the i-th tuple of source 1 in arrival order within the window
   (ties broken by event time, value, key); ``min(n0, n1)`` pairs. Under uniform shedding both
@@ -81,8 +81,8 @@ Examples
 
 References
 ----------
-THEMIS (SIGMOD 2016) §4 Eq. 3, §7 Table 1; CoD §VII-B (grouped workloads); digest
-``spec/themis_and_cod.md`` A1.6, A3.1-A3.2.
+THEMIS (SIGMOD 2016) §4 Eq. 3, §7 Table 1 and the fragmentation of its queries; CoD §VII-B
+(grouped workloads).
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ from pyspark.sql import functions as F
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.spark.sic_ops import FIRING, sic_window_agg, window_start
 
-#: Columns of the rows the spillway source emits (``notes/SPARK.md``), as a DDL schema.
+#: Columns of the rows the spillway source emits (:data:`spillway.spark.source.SCHEMA`), as DDL.
 SOURCE_SCHEMA_DDL = (
     "query_id int, source_id int, key long, value double, sic double, "
     "event_ts timestamp, arrival_ts timestamp"

@@ -53,8 +53,8 @@ Examples
 
 References
 ----------
-THEMIS (SIGMOD 2016) §4, Eq. 1-4; Fiscato (DISSP) §3.2 Assumption 6; digest
-``spec/themis_and_cod.md`` A1.5-A1.6 and A4.2 pitfalls 10-11.
+THEMIS (SIGMOD 2016) §4, Eq. 1-4 (with §4's remark on dividing a tuple's SIC across the
+windows of a sliding window); Fiscato (DISSP) §3.2 Assumption 6 (empty results).
 """
 
 from __future__ import annotations
@@ -215,7 +215,7 @@ def sic_group_by(
 
     Groups rows by ``firing`` + ``by`` and computes ``aggs``. Each firing's output rows (one per
     ``by`` group) share the firing's input SIC evenly: ``sum(sic) / number of groups`` (the
-    literal reading of THEMIS Eq. 3, digest A1.6: *uniform across output tuples, not per group*).
+    literal reading of THEMIS Eq. 3 (§4): *uniform across output tuples, not per group*).
     With ``by=()`` a firing has one output row, which carries ``sum(sic)``.
 
     Parameters
@@ -330,7 +330,7 @@ def sic_sliding_agg(
     A tuple at time ``t`` enters the ``n = window_s / slide_s`` windows starting at
     ``floor(t / slide_s) * slide_s - j * slide_s`` for ``j = 0 .. n - 1``. Each copy carries
     ``sic / n`` so the tuple's SIC is counted once over all windows, not ``n`` times
-    (:func:`spillway.quality.propagation.sliding_window_share`; digest A4.2 pitfall 11; the paper
+    (:func:`spillway.quality.propagation.sliding_window_share`; THEMIS §4 on sliding windows; the paper
     gives no formula). Within a window the rule of :func:`sic_group_by` applies. The first and
     last ``n - 1`` windows of a run hold partial data and carry the share of what they saw.
 
@@ -448,7 +448,7 @@ def sic_join(
 ) -> DataFrame:
     """Window equi-join; the join outputs of a firing share both sides' firing SIC evenly.
 
-    The inputs of a firing are both sides' rows of that firing (digest A1.6), so every output row
+    The inputs of a firing are both sides' rows of that firing (THEMIS §4, Eq. 3), so every output row
     gets ``(sum(sic) left + sum(sic) right) / join outputs of the firing``
     (:func:`spillway.quality.propagation.join`), whether or not an input row found a match. A
     firing with no output (no match, or a side missing) yields a marker row carrying that SIC.
@@ -523,7 +523,7 @@ def sic_top_k(
 
     Rows are ranked within each firing by ``order_by`` (best first) and the first ``k`` are
     kept with ranks ``1..k``; each gets ``sum(sic of the firing's rows) / min(k, candidates)``
-    (:func:`spillway.quality.propagation.top_k`; digest A1.6). Ties keep the order of later
+    (:func:`spillway.quality.propagation.top_k`; THEMIS §4, Eq. 3). Ties keep the order of later
     ``order_by`` columns: add a unique tie-breaker for a deterministic rank. Marker rows are
     never candidates; a firing holding only markers yields a marker.
 

@@ -173,13 +173,37 @@ def _ids(ids: Sequence[int]) -> str:
     return ", ".join(str(int(i)) for i in ids)
 
 
-def _windowed(view: str, ids: Sequence[int], us: int) -> str:
+def window_us_sql(ids: Sequence[int], windows_us: int | Mapping[int, int]) -> str:
+    """The window length (µs) of the rows of queries ``ids`` as a SQL expression: a literal
+    when they share one window, else a ``CASE`` on ``query_id``.
+
+    >>> window_us_sql([0, 1], {0: 1_000_000, 1: 1_000_000, 2: 500_000})
+    '1000000'
+    >>> window_us_sql([0, 2], {0: 1_000_000, 2: 500_000})
+    'CASE WHEN query_id IN (0) THEN 1000000 WHEN query_id IN (2) THEN 500000 END'
+    """
+    if isinstance(windows_us, int):
+        return str(windows_us)
+    chosen = list(ids) if ids else sorted(windows_us)
+    by: dict[int, list[int]] = {}
+    for i in chosen:
+        by.setdefault(int(windows_us[int(i)]), []).append(int(i))
+    if len(by) == 1:
+        return str(next(iter(by)))
+    return (
+        "CASE "
+        + " ".join(f"WHEN query_id IN ({_ids(v)}) THEN {us}" for us, v in by.items())
+        + " END"
+    )
+
+
+def _windowed(view: str, ids: Sequence[int], us: str) -> str:
     where = f" WHERE query_id IN ({_ids(ids)})" if ids else ""
     t = "unix_micros(event_ts)"
     return f"(SELECT *, timestamp_micros({t} - pmod({t}, {us})) AS window_start FROM {view}{where})"
 
 
-def _single_sql(view: str, kinds: Mapping[str, Sequence[int]], us: int) -> str:
+def _single_sql(view: str, kinds: Mapping[str, Sequence[int]], us: str) -> str:
     if len(kinds) == 1:
         value = _SINGLE_VALUE[next(iter(kinds))]
     else:
@@ -196,11 +220,11 @@ def _single_sql(view: str, kinds: Mapping[str, Sequence[int]], us: int) -> str:
     )
 
 
-def _single_kind_sql(kind: str, view: str, ids: Sequence[int], us: int) -> str:
+def _single_kind_sql(kind: str, view: str, ids: Sequence[int], us: str) -> str:
     return _single_sql(view, {kind: ids}, us)
 
 
-def _cov_sql(view: str, ids: Sequence[int], us: int) -> str:
+def _cov_sql(view: str, ids: Sequence[int], us: str) -> str:
     paired = (
         "(SELECT *, row_number() OVER (PARTITION BY query_id, window_start, source_id "
         f"ORDER BY arrival_ts, event_ts, value, key) AS pair FROM {_windowed(view, ids, us)})"
@@ -218,7 +242,7 @@ def _cov_sql(view: str, ids: Sequence[int], us: int) -> str:
     )
 
 
-def _top5_sql(view: str, ids: Sequence[int], us: int) -> str:
+def _top5_sql(view: str, ids: Sequence[int], us: str) -> str:
     # Per machine the average CPU and free memory (the CQL plan's two group-bys and its join on
     # machine id) and what the window's result needs. Then, with window functions over the
     # firing only (no join, so no exchange: the batch is partitioned by query id), the
@@ -251,7 +275,7 @@ def _top5_sql(view: str, ids: Sequence[int], us: int) -> str:
     )
 
 
-def _group_avg_sql(view: str, ids: Sequence[int], us: int) -> str:
+def _group_avg_sql(view: str, ids: Sequence[int], us: str) -> str:
     # One row per (query, window, key) with the group's mean; window functions over the firing
     # give every group row the firing's SIC / number of groups (the group-by rule, THEMIS Eq. 3)
     # and the firing's input rows and last arrival.
@@ -268,9 +292,10 @@ def _group_avg_sql(view: str, ids: Sequence[int], us: int) -> str:
     )
 
 
-#: The SQL form of each query kind that has one: ``(view, query ids, window µs) -> SQL``.
-#: The single-row kinds are evaluated together by one aggregation (see :func:`kinds_sql`).
-SQL_KINDS: dict[str, Callable[[str, Sequence[int], int], str]] = {
+#: The SQL form of each query kind that has one: ``(view, query ids, window µs expression) ->
+#: SQL`` (:func:`window_us_sql`). The single-row kinds are evaluated together by one aggregation
+#: (see :func:`kinds_sql`).
+SQL_KINDS: dict[str, Callable[[str, Sequence[int], str], str]] = {
     **{k: functools.partial(_single_kind_sql, k) for k in _SINGLE_VALUE},
     "cov": _cov_sql,
     "top5": _top5_sql,
@@ -286,7 +311,19 @@ def _result_select(body: str) -> str:
     return f"SELECT {cols} FROM ({body})"
 
 
-def kinds_sql(view: str, kinds: Mapping[str, Sequence[int]], window_s: float) -> str:
+def _window_us(window_s: Any) -> int:
+    ok = isinstance(window_s, int | float) and not isinstance(window_s, bool)
+    us = int(round(window_s * 1e6)) if ok and window_s > 0 else 0
+    if us < 1 or abs(us - window_s * 1e6) > 1e-3:
+        raise ConfigError(
+            f"window_s must be a positive whole number of microseconds, got {window_s!r}"
+        )
+    return us
+
+
+def kinds_sql(
+    view: str, kinds: Mapping[str, Sequence[int]], window_s: float | Mapping[int, float]
+) -> str:
     """One SQL statement computing every kind of ``kinds`` over the rows of the view ``view``.
 
     The statement returns :data:`~spillway.spark.queries.RESULT_COLUMNS` typed as
@@ -296,32 +333,48 @@ def kinds_sql(view: str, kinds: Mapping[str, Sequence[int]], window_s: float) ->
     results: ``tests/spark/test_sink.py`` checks them against ``QueryKind.apply``); the kinds
     whose result is one aggregate per (query, window) (AVG, MAX, COUNT, AVG-all) share ONE
     aggregation that picks the aggregate by query id. Ids ``()`` mean every row of the view
-    (one kind only).
+    (one kind only). ``window_s`` is one window for every query or one per query id.
 
     Raises
     ------
     ConfigError
-        ``window_s`` is not a positive whole number of microseconds, or a kind has no SQL form
-        (:data:`SQL_KINDS`).
+        A window is not a positive whole number of microseconds, a query has no window, or a
+        kind has no SQL form (:data:`SQL_KINDS`).
 
     Examples
     --------
     >>> sql = kinds_sql("batch", {"avg": [0, 2], "max": [1]}, 1.0)
     >>> "WHEN query_id IN (0, 2) THEN CAST(avg(value) AS double)" in sql
     True
+    >>> "pmod(unix_micros(event_ts), CASE WHEN query_id IN (0, 2) THEN 1000000" in kinds_sql(
+    ...     "batch", {"avg": [0, 2], "max": [1]}, {0: 1.0, 1: 5.0, 2: 1.0})
+    True
     """
-    ok = isinstance(window_s, int | float) and not isinstance(window_s, bool)
-    us = int(round(window_s * 1e6)) if ok and window_s > 0 else 0
-    if us < 1 or abs(us - window_s * 1e6) > 1e-3:
-        raise ConfigError(
-            f"window_s must be a positive whole number of microseconds, got {window_s!r}"
-        )
+    if isinstance(window_s, Mapping):
+        per_query = {int(i): _window_us(w) for i, w in window_s.items()}
+        ids = [i for v in kinds.values() for i in v]
+        lacking = sorted(set(ids) - set(per_query))
+        if lacking or not ids:
+            raise ConfigError(
+                f"window_s per query needs every query id of the kinds (and ids for every "
+                f"kind); missing {lacking}"
+            )
+        windows: int | dict[int, int] = per_query
+    else:
+        windows = _window_us(window_s)
     missing = [k for k in kinds if k not in SQL_KINDS]
     if missing:
         raise ConfigError(f"query kinds {missing} have no SQL form; known: {sorted(SQL_KINDS)}")
     single = {k: ids for k, ids in kinds.items() if k in _SINGLE_VALUE}
-    parts = [_single_sql(view, single, us)] if single else []
-    parts += [SQL_KINDS[k](view, ids, us) for k, ids in kinds.items() if k not in _SINGLE_VALUE]
+    parts = []
+    if single:
+        all_single = [i for v in single.values() for i in v]
+        parts.append(_single_sql(view, single, window_us_sql(all_single, windows)))
+    parts += [
+        SQL_KINDS[k](view, ids, window_us_sql(ids, windows))
+        for k, ids in kinds.items()
+        if k not in _SINGLE_VALUE
+    ]
     return " UNION ALL ".join(_result_select(p) for p in parts)
 
 
@@ -400,7 +453,7 @@ class ResultSink:
     kind : what the plan evaluates: a :class:`QueryKind` or its registry name (every row of a
         batch belongs to a query of that kind), or ``{kind name: query ids}`` for a plan that
         carries queries of several kinds (:func:`kind_map`).
-    window_s : tumbling window length in seconds.
+    window_s : tumbling window length in seconds, or one per query id (``{id: seconds}``).
     store : where result rows go.
     coordinator : optional; told about every new batch's results (Eq. 4 accounting).
     clock : returns now, as seconds (float) or an aware datetime, in the same clock as the
@@ -429,7 +482,7 @@ class ResultSink:
     def __init__(
         self,
         kind: QueryKind | str | Mapping[str, Sequence[int]],
-        window_s: float,
+        window_s: float | Mapping[int, float],
         store: ResultStore,
         coordinator: QueryCoordinator | None = None,
         clock: Callable[[], Any] | None = None,

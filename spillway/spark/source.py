@@ -1,11 +1,11 @@
 """The ``spillway`` Python data source: the node's input buffer, with shedding in the offsets.
 
 One streaming query per Spark plan reads ``spark.readStream.format("spillway")``; the plan's
-lanes are the (query, source) streams of every logical query of that plan (SPARK.md). Rows have
+lanes are the (query, source) streams of every logical query of that plan (docs/design.md). Rows have
 one schema (:data:`SCHEMA`): ``query_id, source_id, key, value, sic, event_ts, arrival_ts``.
 
-How a micro-batch is made (DESIGN §3)
--------------------------------------
+How a micro-batch is made (docs/design.md, "Data flow on Spark")
+---------------------------------------------------------------
 ``latestOffset(start, limit)``
     asks the NodeController (over :mod:`spillway.spark.channel`) for the plan's next end offset
     and sends ``start`` along, so a controller that restarted re-syncs to Spark's position. The
@@ -55,7 +55,7 @@ Batch reads (exact answers)
 ---------------------------
 ``spark.read.format("spillway")`` with options ``from_s`` and ``until_s`` (feed seconds) reads
 every tuple that arrived in ``[from_s, until_s)``: nothing is shed (keep-all), which is the
-ground truth shed results are compared with (DESIGN §5). Lanes are split into chunks of at most
+ground truth shed results are compared with (:mod:`spillway.spark.exact`). Lanes are split into chunks of at most
 ``chunk_rows`` tuples. Their tuple SIC is Eq. 1 with the lane's STW count estimated from its mean
 rate over the range: ``sic = range_s / (stw_s · |S_q| · n_lane)``.
 
@@ -116,7 +116,7 @@ SOURCE_NAME = "spillway"
 #: Version of the offset layout; an offset of another version is refused.
 OFFSET_VERSION = 1
 
-#: The rows the source emits (SPARK.md), for every plan.
+#: The rows the source emits, for every plan.
 SCHEMA = StructType(
     [
         StructField("query_id", IntegerType()),

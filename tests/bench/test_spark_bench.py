@@ -165,3 +165,71 @@ def test_overload_tables_and_plot(tmp_path):
     hist = pd.read_csv(tmp_path / "spark_overload_intervals.csv")
     assert "query_sic" not in hist and len(hist) == 2
     assert (tmp_path / "spark_overload_latency.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# ------------------------------------------------------------------------------ checks
+
+
+def _checks(summary: dict) -> dict:
+    return {c.name: c for c in sb.spark_checks(summary)}
+
+
+def _growing(first: float, slope: float, n: int = 40) -> dict:
+    """Latency stats of a run whose results are produced every 3 s, latency ``first`` and
+    growing by ``slope`` s per s."""
+    t = [10.0 + 3 * i for i in range(n)]
+    return sb.latency_stats(
+        _results(t, [first + slope * (x - t[0]) for x in t]), epoch_s=1000.0, warmup_s=0.0
+    )
+
+
+def test_spark_checks_on_the_paper_shaped_run():
+    s = _summary()
+    s.update(latency_shed=_growing(4.0, 0.0), latency_noshed=_growing(9.5, 0.686),
+             utilisation=1.035, source_ratio=0.479)  # fmt: skip
+    c = _checks(s)
+    for name in ("latency_grows_without_shedding", "latency_bounded_with_shedding",
+                 "latency_p95_shed_below_noshed", "utilisation_ge_0.85"):  # fmt: skip
+        assert c[name].passed, c[name].why
+    ratio = c["source_ratio_ge_0.8"]
+    assert ratio.failed and "cost per row in Spark 2 us (spillway) vs 1 us (rate)" in ratio.why
+
+
+def test_latency_checks_fail_when_the_shedder_admits_more_than_the_node_processes():
+    # A capacity estimate set too high: the shedding node falls behind like the unshed one.
+    s = _summary()
+    s.update(latency_shed=_growing(4.0, 0.3), latency_p95_shed_s=40.0)
+    c = _checks(s)
+    assert c["latency_bounded_with_shedding"].failed
+    assert c["latency_p95_shed_below_noshed"].failed
+
+
+def test_noshed_growth_fails_when_the_overload_was_not_real():
+    # A calibration that measured too little capacity: "3x" of it fits the node, and the run
+    # without shedding keeps up.
+    s = _summary()
+    s["latency_noshed"] = _growing(1.0, 0.001)
+    assert _checks(s)["latency_grows_without_shedding"].failed
+
+
+def test_utilisation_fails_when_the_capacity_is_set_too_high():
+    hist = [_rec(float(t), 600, 600) for t in range(1, 11)]  # processes 600 of 1,000 per s
+    s = _summary()
+    s["utilisation"] = sb.processed_rate(hist, warmup_s=0.0, trigger_s=1.0) / 1000.0
+    c = _checks(s)["utilisation_ge_0.85"]
+    assert c.failed and c.why == "processed rate over the measured capacity 0.6 is not >= 0.85"
+
+
+def test_source_ratio_fails_on_the_measured_per_row_costs():
+    cfg = sb.make_config(True)
+    ours = sb.source_speed(
+        [{"rows": 1, "batch_s": 1.0, "batches": 1}],
+        [{"rows": r, "duration_s": 0.17 + 0.94e-6 * r} for r in (1e5, 2e5, 4e5)], cfg,
+    )  # fmt: skip
+    theirs = sb.source_speed(
+        [{"rows": 1, "batch_s": 1.0, "batches": 1}],
+        [{"rows": r, "duration_s": 0.12 + 0.48e-6 * r} for r in (1e5, 2e5, 4e5)], cfg,
+    )  # fmt: skip
+    s = _summary()
+    s["source_ratio"] = ours["rows_per_s"] / theirs["rows_per_s"]
+    assert _checks(s)["source_ratio_ge_0.8"].failed

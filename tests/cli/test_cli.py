@@ -224,6 +224,32 @@ def test_experiment_dispatches_to_the_registry(
     assert "  demo  A demo figure." in capsys.readouterr().out
 
 
+def test_experiment_prints_every_verdict_and_a_fail_is_not_an_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    checks = [
+        {"name": "jain_ge_0.95", "verdict": "pass", "why": "0.99 >= 0.95"},
+        {"name": "rho_le_-0.8", "verdict": "fail", "why": "rho -0.2 is not <= -0.8"},
+        {"name": "beats_random", "verdict": "not applicable", "why": "random never unfair"},
+    ]
+
+    def run(config: object, out_dir: Path) -> dict[str, object]:
+        (out_dir / "report.md").write_text("# demo\n")
+        return {"checks": checks}
+
+    demo = SimpleNamespace(DESCRIPTION="A demo.", make_config=lambda **kw: kw, run=run)
+    monkeypatch.setattr(spillway.experiments, "EXPERIMENTS", {"demo": demo})
+    out = tmp_path / "exp"
+    assert main(["experiment", "demo", "--out", str(out)]) == 0  # a FAIL is a finding
+    assert capsys.readouterr().out.strip().splitlines() == [
+        "PASS  jain_ge_0.95: 0.99 >= 0.95",
+        "FAIL  rho_le_-0.8: rho -0.2 is not <= -0.8",
+        "n/a   beats_random: random never unfair",
+        "checks: 1 pass, 1 FAIL, 1 not applicable",
+        str(out / "report.md"),
+    ]
+
+
 def test_experiment_help_lists_the_registered_experiments(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -292,9 +318,15 @@ def test_bench_times_every_policy_and_writes_a_report(
 ) -> None:
     out = tmp_path / "bench"
     assert main(["bench", "--quick", "--only", "decision", "--seed", "1", "--out", str(out)]) == 0
-    assert capsys.readouterr().out.strip().splitlines()[-1] == str(out / "report.md")
+    printed = capsys.readouterr().out.strip().splitlines()
+    assert printed[-1] == str(out / "report.md")
     summary = json.loads((out / "summary.json").read_text())
     assert summary["quick"] is True and summary["seed"] == 1
+    (check,) = summary["checks"]  # its verdict depends on the machine's load: not asserted
+    assert check["name"] == "fair_over_random_le_1.5" and check["why"]
+    assert printed[0].split()[:2] in (["PASS", "fair_over_random_le_1.5:"],
+                                      ["FAIL", "fair_over_random_le_1.5:"])  # fmt: skip
+    assert printed[1].startswith("checks: ")
     decision = summary["benchmarks"]["decision"]
     assert decision["policies"] == sorted(POLICIES)
     assert [r["lanes"] for r in decision["results"]] == [q * s for q, s in DECISION_SIZES_QUICK]

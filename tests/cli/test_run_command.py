@@ -32,7 +32,9 @@ def test_run_drives_the_node_and_prints_the_report_path(
     assert node.run_args == (8.0, 1.0) and node.ticks == 4  # the double ticks per interval
     lines = capsys.readouterr().out.strip().splitlines()
     assert lines[-1] == str(out / "report.md")
-    assert lines[0].startswith("spillway: 15 queries, policy random, master local[2]: first 20 s")
+    assert lines[0].startswith(
+        "spillway: 15 queries, policy random, master local[2]: first measuring its capacity"
+    )
     plain = [line.split()[0] for line in lines if line.startswith("t=")]
     assert plain == ["t=2s/8s", "t=8s/8s"]  # plain lines every 5 s (not a terminal)
     assert not any("\x1b[" in line for line in lines)
@@ -105,7 +107,7 @@ def test_node_error_is_one_line_and_leaves_no_empty_report_folder(
     assert not out.exists()
 
 
-def test_ctrl_c_before_the_run_started_writes_nothing(
+def test_ctrl_c_while_measuring_capacity_still_writes_a_report(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     class Calibrating(ReplayNode):
@@ -127,6 +129,8 @@ def test_ctrl_c_before_the_run_started_writes_nothing(
     assert main(["run", "--out", str(out), "--no-live"], node_factory=factory) == 130
     assert len(made) == 1 and made[0].stopped
     captured = capsys.readouterr()
-    assert "interrupted before the run started" in captured.out
-    assert "Traceback" not in captured.err and captured.err == ""
-    assert not out.exists()
+    assert captured.out.strip().splitlines()[-1] == str(out / "report.md")
+    assert "Traceback" not in captured.err
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["intervals"] == 0
+    assert "interrupted" in (out / "report.md").read_text()

@@ -50,7 +50,15 @@ def test_every_file_is_written(report: tuple[Path, dict, list]) -> None:
         with (out / "queries" / f"{q}.csv").open() as f:
             rows = list(csv.DictReader(f))
         assert len(rows) == 20
-        assert set(rows[0]) == {"t_s", "sic", "kept_fraction", "latency_s"}
+        assert set(rows[0]) == {
+            "t_s",
+            "sic",
+            "sic_projected",
+            "kept_fraction",
+            "arrived",
+            "kept",
+            "latency_s",
+        }
     for png in PLOTS:
         assert (out / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -71,7 +79,10 @@ def test_numbers_come_from_the_records(report: tuple[Path, dict, list]) -> None:
     cap = sum(r.capacity_tuples for r in steady)
     proc = sum(r.processed_tuples for r in steady)
     assert s["steady_from_s"] == steady[0].t
-    assert s["utilisation"] == pytest.approx(proc / cap)
+    batch = sum(r.batch_s for r in steady)
+    assert s["utilisation"] == pytest.approx(batch / (0.8 * len(steady)))  # headroom 0.8, 1 s
+    assert s["capacity_measured_tuples_per_s"] == pytest.approx(proc / batch)
+    assert s["processed_tuples_per_s"] == pytest.approx(proc / len(steady))
     assert s["capacity_tuples_per_s"] == pytest.approx(cap / len(steady))  # 1 s intervals
     assert s["processed_tuples_per_s"] == pytest.approx(proc / len(steady))
     assert s["latency_bound_s"] == 4.0  # 3 triggers of 1 s + the 1 s window
@@ -191,7 +202,7 @@ def test_an_interval_cut_by_the_stop_is_left_out_of_the_rates(tmp_path: Path) ->
     kept = [r for r in records[:-1] if r.t - records[0].t >= 4.0]
     assert s["unfinished_intervals"] == 1 and s["intervals"] == 10
     assert s["utilisation"] == pytest.approx(
-        sum(r.processed_tuples for r in kept) / sum(r.capacity_tuples for r in kept)
+        sum(r.batch_s for r in kept) / (0.8 * cfg.trigger_s * len(kept))
     )
     assert "1 last interval(s) left out" in (tmp_path / "report.md").read_text()
 

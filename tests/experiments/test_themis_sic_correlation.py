@@ -273,6 +273,48 @@ def test_count_error_against_one_minus_sic():
     assert math.isnan(sc.count_vs_one_minus_sic(_points("avg/uniform", [(1, 0.5, 0.1)])))
 
 
+def _count_windows(level, keep, rescale):
+    """A COUNT query's result windows at one load step: the shed count of ``keep`` of 400
+    tuples, or that count scaled back by 1 / keep (an unbiased estimate), with a little
+    sampling noise."""
+    n = 4
+    exact = _frame("count", 0, [400.0] * n, [0.1] * n)
+    noise = np.array([1.01, 0.99, 1.02, 0.98])
+    value = 400.0 * keep * noise * ((1 / keep) if rescale else 1.0)
+    shed = _frame("count", 0, list(value), [0.1 * keep] * n)
+    case = sc.Case(kind="count", dataset="uniform", sources=1, rate=400.0)
+    w = sc.level_windows(shed, exact, [case], level=level, stw_s=10.0, window_s=1.0, warmup_s=0)
+    return w
+
+
+def _rho_check(rescale):
+    windows = pd.concat([_count_windows(n, k, rescale) for n, k in
+                         [(1, 1.0), (2, 0.5), (4, 0.25), (8, 0.125)]], ignore_index=True)  # fmt: skip
+    cfg = sc.SicCorrelationConfig(datasets=("uniform",), cov_datasets=(), top5=False)
+    rows = sc.case_summaries(sc.aggregate(windows), sc.cases(cfg))
+    return sc.checks(rows, sc.avg_vs_count(sc.aggregate(windows)))[0]
+
+
+def test_rho_check_passes_for_a_plain_count_and_fails_for_a_rescaled_one():
+    assert _rho_check(rescale=False).passed  # error = 1 - SIC: rho = -1
+    # A COUNT scaled back by the kept share has only sampling noise left: its error no longer
+    # falls as SIC rises.
+    c = _rho_check(rescale=True)
+    assert c.failed and c.why.startswith("failed at count/uniform:")
+
+
+def test_avg_below_count_fails_on_values_near_zero_and_is_not_applicable_without_low_sic():
+    # An idle machine's CPU in the cluster feed averages a fraction of a percent, so AVG's
+    # relative error blows up above COUNT's.
+    pts = _points("avg/cluster", [(2, 0.5, 0.9)]) + _points("count/cluster", [(2, 0.5, 0.5)])
+    (c,) = [k for k in sc.checks([], sc.avg_vs_count(pts)) if k.name.startswith("avg_below")]
+    assert c.failed and "cluster step 2 (SIC 0.5): AVG error 0.9 is not < 0.5" in c.why
+    high = _points("avg/uniform", [(1, 0.95, 0.01)]) + _points("count/uniform", [(1, 0.95, 0.05)])
+    (c,) = [k for k in sc.checks([], sc.avg_vs_count(high)) if k.name.startswith("avg_below")]
+    assert c.verdict == "not applicable"
+    assert sc.checks([], [])[0].verdict == "not applicable"  # no COUNT, TOP-5 or COV case
+
+
 # ------------------------------------------------------------------------------ outputs
 
 
@@ -296,14 +338,17 @@ def test_write_outputs_writes_summary_csv_plots_and_report(tmp_path):
     steps = [{"level": n, "queries": n * 17, "input_rate": 1.0, "overload": 1.0,
               "kept_fraction": 1.0, "ready_s": 3.0, "result_rows": 10, "exact_rows": 10,
               "wall_s": 1.0} for n in cfg.levels]  # fmt: skip
-    summary = sc.write_outputs(tmp_path, windows, steps, cfg)
+    summary = sc.EXPERIMENT.write(cfg, (windows, steps), tmp_path)
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk["experiment"] == "sic-correlation"
     case = on_disk["cases"][0]
     assert {"query", "dataset", "spearman_rho", "points"} <= set(case)
     assert len(case["points"]) == len(cfg.levels)
-    assert summary["checks"]["rho_within_limits"] is True
-    assert summary["checks"]["avg_below_count_at_sic_le_0.8"] is True
+    assert summary["checks"] == [
+        {"name": "rho_within_limits", "verdict": "pass", "why": summary["checks"][0]["why"]},
+        {"name": "avg_below_count_at_sic_le_0.8", "verdict": "pass",
+         "why": summary["checks"][1]["why"]},
+    ]  # fmt: skip
     for name in ("points.csv", "query_points.csv", "windows.csv", "steps.csv", "report.md"):
         assert (tmp_path / name).stat().st_size > 0
     for png in ("fig6a_avg.png", "fig6b_count.png", "fig6c_max.png", "fig7a_top5.png",
@@ -311,7 +356,8 @@ def test_write_outputs_writes_summary_csv_plots_and_report(tmp_path):
         assert (tmp_path / png).read_bytes()[:4] == b"\x89PNG"
         assert f"]({png})" in (tmp_path / "report.md").read_text()
     report = (tmp_path / "report.md").read_text()
-    assert "Paper vs measured" in report and "How this run differs" in report
+    assert "Paper vs this run" in report and "How this run differs" in report
+    assert "THEMIS Fig. 6b (COUNT)" in report
     assert "250 ms" in report and "PlanetLab" in report
     assert len(pd.read_csv(tmp_path / "windows.csv")) == len(windows)
     assert len(pd.read_csv(tmp_path / "points.csv")) == len(sc.cases(cfg)) * len(cfg.levels)

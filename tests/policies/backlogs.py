@@ -54,7 +54,7 @@ def query_sic(b: Backlog, keep: np.ndarray) -> np.ndarray:
 
 def fig3_backlog() -> Backlog:
     """THEMIS Fig. 3: q1 20 tuples of 1/20, q2 30 of 1/30, q3 10 of 1/10, q4 10 of 1/20 (source
-    A) and 20 of 1/40 (source B); every query starts at SIC 0 (spec A2.3)."""
+    A) and 20 of 1/40 (source B); every query starts at SIC 0 (THEMIS §5.1)."""
     return Backlog(
         lane_query=[0, 1, 2, 3, 3],
         lane_source=[0, 0, 0, 0, 1],

@@ -1,4 +1,4 @@
-"""THEMIS Fig. 3 and Fig. 4 reproduced exactly (spec C3 TH-U2 and TH-U3, Appendix S)."""
+"""THEMIS Fig. 3 (§5.1) and Fig. 4 (§5.2) reproduced exactly."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from tests.policies.backlogs import fig3_backlog, fig3_query_sic, jain_exact
 
 TENTH = Fraction(1, 10)
 
-#: Strict highest-SIC-first outcomes of Fig. 3 over all tie-breaks (spec A2.3): two queries at
+#: Strict highest-SIC-first outcomes of Fig. 3 over all tie-breaks (THEMIS §5.1): two queries at
 #: 0.1, the other two one tuple above it.
 FIG3_STRICT_OUTCOMES = {
     tuple(sorted(v))
@@ -77,7 +77,7 @@ def test_fig3_strict_iteration_4_takes_two_highest_sic_tuples():
 
 
 def fig4_nodes() -> tuple[Backlog, Backlog]:
-    """THEMIS Fig. 4 (spec A2.4): node a hosts q1 and q2, node b hosts q3 and q2; q1, q3 tuples
+    """THEMIS Fig. 4 (§5.2): node a hosts q1 and q2, node b hosts q3 and q2; q1, q3 tuples
     carry SIC 1/10, q2 tuples 3/40 on both nodes."""
     a = Backlog(
         lane_query=[0, 1],

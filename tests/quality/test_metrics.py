@@ -22,7 +22,7 @@ from spillway.quality.metrics import (
 
 sic_lists = st.lists(st.floats(0.0, 1.5, allow_nan=False), min_size=1, max_size=40)
 
-# --- Jain's index (acceptance test TH-U4) -----------------------------------------------------
+# --- Jain's index (THEMIS §5, §7.2) ----------------------------------------------------------
 
 
 @pytest.mark.parametrize("n", [1, 2, 7, 1000])

@@ -15,7 +15,7 @@ from spillway.quality.reference import Batch, Operator, OperatorGraph, Source
 F = Fraction
 NOT_A_FANOUT: Any = "copy"
 
-# --- THEMIS Fig. 2 (acceptance test TH-U1) ----------------------------------------------------
+# --- THEMIS Fig. 2 (§4, the worked SIC example) ---------------------------------------------
 
 
 def _fig2(c_out: int = 2) -> OperatorGraph:

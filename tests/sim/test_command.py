@@ -40,6 +40,12 @@ def test_cli_simulate_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert "expected a number of fragments or a range" in capsys.readouterr().err
     assert main(["simulate", "--help"]) == 0
     assert "--per-query" in capsys.readouterr().out
+    (tmp_path / "old").mkdir()
+    (tmp_path / "old" / "summary.json").write_text("{}")
+    assert (
+        main(["simulate", "--nodes", "2", "--per-query", "1", "--out", str(tmp_path / "old")]) == 2
+    )
+    assert "--overwrite" in capsys.readouterr().err
 
 
 def test_minutes_must_make_whole_steps(tmp_path: Path) -> None:

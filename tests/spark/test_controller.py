@@ -271,49 +271,70 @@ def test_capacity_is_at_most_twice_the_largest_recent_batch():
         ControllerConfig(capacity_reach=0.5)
 
 
-class FixedCoordinator:
-    def __init__(self, values):
-        self.values = np.asarray(values, dtype=float)
-        self.asked = []
-
-    def query_sic(self, now):
-        self.asked.append(now)
-        return self.values
-
-
 class Recorder(RandomShare):
     def decide(self, backlog, capacity):
         self.seen = backlog.query_sic.copy()
+        self.tuple_sic = backlog.tuple_sic.copy()
         return super().decide(backlog, capacity)
 
 
-def test_query_sic_base_is_local_projection_or_measured_plus_inflight():
+def _kept_mass(off, lanes):
+    return float(np.sum(np.array(off["keep"])[lanes] * np.array(off["sic"])[lanes]))
+
+
+def test_projection_is_the_kept_share_of_the_stw_mass():
+    # Without a coordinator: the SIC admitted in the STW over the SIC that arrived in it (this
+    # decision's backlog included), and the tuple SICs divided by the same arrived mass.
     pol = Recorder()
     c = _controller(capacity=10, policy=pol)
     a = c.latest_offset("avg", c.initial_offset("avg"))
-    assert pol.seen.tolist() == [0.0, 0.0, 0.0]
+    assert pol.seen.tolist() == [0.0, 0.0, 0.0]  # nothing kept yet of what is arriving
+    arrived_1 = c.account.mass("arrived", 0.0, 1.0)
+    kept_1 = c.account.mass("admitted", 0.0, 1.0)
+    assert kept_1[0] == pytest.approx(_kept_mass(a, [0]))
     c.latest_offset("avg", a)
-    # local projection: what decision 1 admitted, extrapolated over the young STW (4 s / 1 s)
-    gain = np.bincount(
-        c.lane_query, weights=np.array(a["keep"] + [0]) * np.array(a["sic"] + [0]), minlength=3
+    arrived_2 = c.account.mass("arrived", 1.0, 2.0)
+    assert pol.seen == pytest.approx(kept_1 / (arrived_1 + arrived_2))
+    # one tuple of lane 0 (query 0) adds its stamp over the same mass
+    assert pol.tuple_sic[0] == pytest.approx(a["sic"][0] / (arrived_1[0] + arrived_2[0]))
+    h = c.history()[-1]
+    assert h.query_sic_projected["qa"] == pytest.approx(
+        float(c.account.fraction(-2.0, 2.0, numerator="admitted")[0])
     )
-    assert pol.seen[:2] == pytest.approx(4 * gain[:2])
 
-    pol2 = Recorder()
-    coord = FixedCoordinator([0.5, 0.25, 0.125])
-    c2 = NodeController(
+
+def test_projection_with_a_coordinator_uses_results_where_processed():
+    from spillway.spark.coordinator import QueryCoordinator
+
+    pol = Recorder()
+    coord = QueryCoordinator(n_queries=3, stw_s=4.0, windows_s=1.0)
+    c = NodeController(
         ControllerConfig(clock="logical", stw_s=4.0, capacity_tuples=10, seed=9),
         _plans(),
-        pol2,
+        pol,
         epoch_s=100.0,
         coordinator=coord,
     )
-    a = c2.latest_offset("avg", c2.initial_offset("avg"))
-    c2.latest_offset("avg", a)  # "max" has not fetched decision 1: its SIC is in flight
-    pending = c2._plans["max"].pending
-    inflight_qc = sum(float(g.keep[0] * g.sic[0]) for g in pending if g.boundary == 1)
-    assert pol2.seen == pytest.approx([0.5, 0.25, 0.125 + inflight_qc])
-    assert coord.asked == [101.0, 102.0]  # Unix seconds of each decision
+    assert coord.epoch_s == 100.0 and c.account is coord.account
+    a = c.latest_offset("avg", c.initial_offset("avg"))
+    m = c.latest_offset("max", c.initial_offset("max"))
+    # the "avg" batch of decision 1 ran: its results carried half of what was admitted
+    res = [0.5 * _kept_mass(a, [0]), 0.5 * _kept_mass(a, [1, 2])]
+    coord.record(
+        {
+            "query_id": [0, 1],
+            "window_start": [100.0, 100.0],
+            "sic": res,
+            "n_in": [1, 1],
+            "latency_s": [0.5, 0.5],
+            "produced_at": [101.5, 101.5],
+        }
+    )
+    c.latest_offset("avg", a)  # acknowledges decision 1 of "avg": processed through 1 s
+    assert c.account.processed.tolist() == [1.0, 1.0, 0.0]
+    arrived = c.account.mass("arrived", 0.0, 1.0) + c.account.mass("arrived", 1.0, 2.0)
+    kept = np.array(res + [_kept_mass(m, [0])])  # "max" is still in flight: its admission
+    assert pol.seen == pytest.approx(kept / arrived)
 
 
 def test_plan_with_longer_window_ends_batches_on_its_windows():

@@ -8,9 +8,9 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from spillway.config import NodeConfig, QuerySpec
-from spillway.errors import ConfigError, SpillwayError
-from spillway.spark.node import RESULT_COLUMNS, Node, feed_seed, plan_layout
+from spillway.config import NodeConfig, QuerySpec, feed_seed
+from spillway.errors import ConfigError, RunFailedError, SpillwayError
+from spillway.spark.node import RESULT_COLUMNS, Node, plan_layout
 from tests.spark.test_controller import RandomShare
 
 
@@ -31,11 +31,10 @@ def _config(tmp_path, **kw):
 def test_plan_layout_and_seeds():
     cfg = NodeConfig(queries=_queries() + (QuerySpec(name="a2", kind="avg", feed="gaussian"),))
     layout = plan_layout(cfg)
-    assert [(p.name, p.window_s, p.kinds, p.query_ids) for p in layout] == [
-        ("mixed-0.5s", 0.5, {"avg": (0, 1), "max": (2,)}, [0, 1, 2]),
-        ("avg-1s", 1.0, {"avg": (3,)}, [3]),
+    # ONE plan whatever the windows: every query keeps its own window inside it
+    assert [(p.name, p.windows, p.kinds, p.query_ids) for p in layout] == [
+        ("mixed", {0: 0.5, 1: 0.5, 2: 0.5, 3: 1.0}, {"avg": (0, 1, 3), "max": (2,)}, [0, 1, 2, 3])
     ]
-    # One window: one plan, named after its kind, or "mixed" when it has several.
     assert [p.name for p in plan_layout(NodeConfig(queries=_queries()))] == ["mixed"]
     assert [p.name for p in plan_layout(NodeConfig(queries=_queries()[:2]))] == ["avg"]
     assert len({feed_seed(3, i) for i in range(100)}) == 100
@@ -178,35 +177,42 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
     fits = iter([(0.4, 1e-9), (0.4, 1e-5), (0.4, 2e-5)])  # (overhead s, per-tuple s) per round
     scales = []
 
-    def fake_round(phase):
+    def fake_round(phase, min_s):
+        # what the batches really cost: 0.4 s + 2e-5 s a row; two warm-up batches first
         scales.append(node.rate_scale)
+        rate = 1200.0 * node.rate_scale
+        rows = [1, 1] + [int(rate * g) for g in (1, 2, 1, 3)]
+        batches = [{"rows": n, "duration_s": 0.4 + 2e-5 * n} for n in rows]
         overhead, per_tuple = next(fits)
         st = replace(initial_state(DEFAULT_COST_MODEL), overhead_s=overhead, per_tuple_s=per_tuple)
-        return {"mixed": st}, {"mixed": 5}
+        return {"mixed": st}, batches
 
     monkeypatch.setattr(node, "_calibration_round", fake_round)
     node._calibrate()
-    # budget 0.8 (headroom) x 1 s - 0.4 s (one plan) = 0.4 s. Round 1 extrapolates 0.4 s /
-    # 1e-9 s: far beyond 2 x 1,200/s, so round 2 runs at 8x (the step limit); its 40,000/s is
-    # beyond 2 x 9,600/s, so round 3 runs at 40,000/s (within the step); its 20,000/s is within
-    # reach: done
-    assert scales == pytest.approx([1.0, 8.0, 40_000 / 1200])
+    # Round 1's fit extrapolates an operating point of 0.4 s / 1e-9 s = 4e8 rows; its batches
+    # (up to 3,600 rows) stayed far below, so its capacity is the best batch's 3,600 / 0.472 s
+    # and round 2 runs 10x faster (the step limit). Round 2 fits 40,000 rows and saw 36,000:
+    # round 3 runs at 40,000/s. Its batches pass the 20,000 rows of its fit: done, at the
+    # fitted 20,000 rows / 0.8 s (below its best batch, 120,000 / 2.8 s).
+    assert scales == pytest.approx([1.0, 10.0, 40_000 / 1200])
     cal = node.calibration
-    assert [r["rate"] for r in cal["rounds"]] == pytest.approx([1200.0, 9600.0, 40_000.0])
-    assert cal["capacity_tuples_per_s"] == pytest.approx(0.4 / 2e-5)
-    assert cal["full_capacity_tuples_per_s"] == pytest.approx(0.6 / 2e-5)  # headroom 1
+    rounds = cal["rounds"]
+    assert [r["rate"] for r in rounds] == pytest.approx([1200.0, 12_000.0, 40_000.0])
+    assert rounds[0]["capacity_tuples_per_s"] == pytest.approx(3600 / 0.472)
+    assert cal["capacity_tuples_per_s"] == pytest.approx(20_000 / 0.8)
+    assert cal["reached_operating_point"] is True
     assert node.rate_scale == pytest.approx(2.0 * cal["capacity_tuples_per_s"] / 1200.0)
 
     node = Node(cfg)
     monkeypatch.setattr(
         node,
         "_calibration_round",
-        lambda phase: (
-            {"mixed": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=1.2)},
-            {"mixed": 5},
+        lambda phase, min_s: (
+            {"mixed": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=4.0)},
+            [{"rows": 100, "duration_s": 4.0}] * 6,
         ),
     )
-    with pytest.raises(SpillwayError, match=r"fixed cost of a micro-batch \(1.20 s\) fills"):
+    with pytest.raises(RunFailedError, match=r"fixed cost of a micro-batch \(4.00 s\) fills"):
         node._calibrate()
 
 
@@ -238,16 +244,19 @@ def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_p
         snap = node.snapshot()
     finally:
         node.stop()
-    assert cal["batches"]["avg"] >= 4  # the cost model saw calibration batches of varied size
+    assert all(r["batches"] >= 4 for r in cal["rounds"])  # batches of varied size each round
     assert cal["configured_rate"] == pytest.approx(300_000.0)
     last = cal["rounds"][-1]
-    assert len(cal["rounds"]) == 3 or cal["capacity_tuples_per_s"] <= 2 * last["rate"]
-    overhead, per_tuple = cal["estimates"]["avg"]
-    assert per_tuple > 1e-8  # identified, not the floor of the cost model
-    # the capacity fills the interval's budget exactly: overhead + per-tuple cost · tuples =
-    # headroom · T (and the full capacity the whole T)
-    assert overhead + per_tuple * T * cal["capacity_tuples_per_s"] == pytest.approx(0.8 * T)
-    assert overhead + per_tuple * T * cal["full_capacity_tuples_per_s"] == pytest.approx(T)
+    assert cal["reached_operating_point"] or len(cal["rounds"]) == 5
+    assert last["per_tuple_s"] > 1e-8  # identified, not the floor of the cost model
+    # the capacity is the fit's operating point (a batch filling headroom x T), never above the
+    # best batch the round measured
+    assert cal["capacity_tuples_per_s"] <= last["best_batch_tuples_per_s"] + 1e-9
+    op = (0.8 * T - last["overhead_s"]) / last["per_tuple_s"]
+    assert last["operating_rows"] == pytest.approx(op)
+    assert cal["capacity_tuples_per_s"] == pytest.approx(
+        min(op / (0.8 * T), last["best_batch_tuples_per_s"])
+    )
     assert cal["target_rate"] == pytest.approx(3.0 * cal["capacity_tuples_per_s"])
     assert node.rate_scale == pytest.approx(cal["target_rate"] / 300_000.0)
     # 3x overload: after calibration the node runs at the scaled rates and sheds

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -97,6 +98,8 @@ def test_restart_inside_batch_2_replays_identical_results_and_sic(spark, tmp_pat
     assert clean.groupby("window_start")["n_in"].sum().le(200).all()
     pd.testing.assert_frame_equal(clean[COLUMNS], replayed[COLUMNS])
     assert [r.admitted_tuples for r in clean_hist] == [r.admitted_tuples for r in replayed_hist]
-    assert [r.query_sic for r in clean_hist] == [r.query_sic for r in replayed_hist]
+    sic = [[r.query_sic[q] for q in sorted(r.query_sic)] for r in clean_hist]
+    sic_replayed = [[r.query_sic[q] for q in sorted(r.query_sic)] for r in replayed_hist]
+    np.testing.assert_array_equal(sic, sic_replayed)  # NaN (nothing processed yet) included
     # Shedding really happened: 600 tuples arrive per 0.5 s interval, 200 fit.
     assert all(r.admitted_tuples <= 200 < r.arrived_tuples for r in clean_hist)

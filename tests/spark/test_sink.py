@@ -29,7 +29,7 @@ def test_sink_stamps_latency_and_a_replayed_batch_replaces_its_rows(spark, tmp_p
     rows = [(0, 0, 0, 10.0, 0.5, 0.2), (0, 0, 0, 30.0, 0.5, 0.7), (1, 0, 0, 7.0, 0.5, 0.4)]
     clock = ManualClock(T0 + 1.5)
     store = ResultStore(csv_path=tmp_path / "results.csv")
-    coord = QueryCoordinator(n_queries=2, stw_s=10.0, slide_s=1.0)
+    coord = QueryCoordinator(n_queries=2, stw_s=10.0, windows_s=1.0, epoch_s=T0)
     sink = ResultSink("avg", 1.0, store, coord, clock)
     sink(batch(spark, rows), 0)
     clock.advance(5.0)
@@ -55,7 +55,7 @@ def test_sink_stamps_latency_and_a_replayed_batch_replaces_its_rows(spark, tmp_p
         [1, 0, 1.0],
     ]
     # The coordinator counted batch 0 once: q0 = 1.0 (batch 0) + 1.0 (batch 1), q1 = 0.5.
-    assert coord.query_sic(now=T0 + 10.0).tolist() == pytest.approx([2.0, 0.5])
+    assert coord.account.mass("results", 0.0, 10.0).tolist() == pytest.approx([2.0, 0.5])
     assert coord.counters().windows.tolist() == [2, 1]
 
 
@@ -169,7 +169,7 @@ def test_a_group_avg_sink_shares_each_window_sic_over_its_groups(spark):
 
     rows = feed_rows([make_feed("taxi", **TAXI)], 3.0, 1.0, keep=0.5)  # feed times
     store = ResultStore()
-    coord = QueryCoordinator(n_queries=1, stw_s=10.0, slide_s=1.0)
+    coord = QueryCoordinator(n_queries=1, stw_s=10.0, windows_s=1.0, epoch_s=T0)
     ResultSink("group_avg", 1.0, store, coord, ManualClock(T0 + 4.0))(batch(spark, rows), 0)
     out = store.to_pandas()
     assert out["plan"].eq("group_avg").all() and out["rank"].eq(1).all()
@@ -187,7 +187,7 @@ def test_a_group_avg_sink_shares_each_window_sic_over_its_groups(spark):
     # the coordinator counts every window once with its input rows, and all the rows' SIC
     assert coord.counters().windows.tolist() == [3]
     assert coord.counters().rows_in.tolist() == [len(rows)]
-    assert coord.query_sic(now=T0 + 10.0)[0] == pytest.approx(sum(r[4] for r in rows))
+    assert coord.account.mass("results", 0.0, 10.0)[0] == pytest.approx(sum(r[4] for r in rows))
 
 
 def test_kind_maps_and_sql_errors(spark):
