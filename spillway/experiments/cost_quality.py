@@ -35,18 +35,11 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import ConfigError
-from spillway.experiments._simulated import (
-    Analysis,
-    Check,
-    Figure,
-    check,
-    compare,
-    every,
-    num,
-    rows_table,
-    run_experiment,
-    themis_setup,
-)
+from spillway.experiments._simulated import themis_setup
+from spillway.experiments.checks import Check, check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.progress import report
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, WorkloadConfig, build, simulate
 
 NAME = "cost-quality"
@@ -104,6 +97,7 @@ def measure(config: CostQualityConfig) -> list[dict[str, Any]]:
         d = build(WorkloadConfig(n_nodes=config.n_nodes, n_queries=n, fragments=config.fragments,
                                  placement=config.placement, seed=config.seed))  # fmt: skip
         s = simulate(d, config.sim()).summary()
+        report(f"{n} queries: mean SIC {s['mean_sic']:.4f}, Jain {s['jain']:.4f}")
         rows.append({"queries": n, "fragments": d.n_fragments, "mean_sic_balance_sic": s["mean_sic"],
                      "jain_balance_sic": s["jain"], "std_balance_sic": s["std_sic"]})  # fmt: skip
     return rows
@@ -201,7 +195,7 @@ def analyse(config: CostQualityConfig, rows: Sequence[Mapping[str, Any]]) -> Ana
                ylabel="N x mean query SIC", series={"balance-sic": (x, [p["total_sic"] for p in points])},
                paper="(not in the thesis: the tipping point as defined here)"),
     ]  # fmt: skip
-    paper = rows_table([
+    paper = markdown_table([
         {"claim": "gap Δcost - ΔQoP at 300 queries", "paper": "almost 8 %", "measured": num(at300),
          "verdict": cks[0].verdict},
         {"claim": "tipping point", "paper": "about 900 queries",
@@ -247,14 +241,19 @@ def analyse(config: CostQualityConfig, rows: Sequence[Mapping[str, Any]]) -> Ana
         ),
         tables={"points.csv": points},
         figures=figs,
-        sections=[("Every count (summary.json `points`)", rows_table(points, cols))],
+        sections=[("Every count (summary.json `points`)", markdown_table(points, cols))],
     )
+
+
+EXPERIMENT: Experiment[CostQualityConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=CostQualityConfig, measure=measure, analyse=analyse
+)
 
 
 def run(config: CostQualityConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
-__all__ = ["DESCRIPTION", "CostQualityConfig", "analyse", "checks", "make_config", "measure",
+__all__ = ["DESCRIPTION", "EXPERIMENT", "CostQualityConfig", "analyse", "checks", "make_config", "measure",
            "run", "tipping_point", "trade_off", "gap_zero_crossing"]  # fmt: skip

@@ -30,20 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import ConfigError, UnknownNameError
-from spillway.experiments._simulated import (
-    POLICIES,
-    Analysis,
-    Check,
-    Figure,
-    compare,
-    every,
-    num,
-    policy_values,
-    rows_table,
-    run_experiment,
-    run_policies,
-    themis_setup,
-)
+from spillway.experiments._simulated import POLICIES, policy_values, run_policies, themis_setup
+from spillway.experiments.checks import Check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, SimResult, WorkloadConfig, build, simulate
 from spillway.sim.workload import PLACEMENTS
 
@@ -253,15 +243,20 @@ def analyse(config: FederatedFairnessConfig, measured: Mapping[str, Any]) -> Ana
         sections=[
             (
                 "Every configuration (summary.json `configs`)",
-                rows_table(configs, [*keys, "jain_ratio"]),
+                markdown_table(configs, [*keys, "jain_ratio"]),
             )
         ],  # fmt: skip
     )
 
 
+EXPERIMENT: Experiment[FederatedFairnessConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=FederatedFairnessConfig, measure=measure, analyse=analyse
+)
+
+
 def run(config: FederatedFairnessConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
 def _setup(config: FederatedFairnessConfig) -> str:
@@ -301,7 +296,7 @@ def _paper(configs: Sequence[Mapping[str, Any]], ratio: float, ratio_z: float,
         {"claim": "absolute Jain / std / mean per configuration", "paper": "only in the plots",
          "measured": "table below", "verdict": "-"},
     ]  # fmt: skip
-    return rows_table(rows, ["claim", "paper", "measured", "verdict"])
+    return markdown_table(rows, ["claim", "paper", "measured", "verdict"])
 
 
 def _figures(config: FederatedFairnessConfig, configs: Sequence[Mapping[str, Any]],

@@ -30,20 +30,10 @@ from typing import Any
 import numpy as np
 
 from spillway.errors import ConfigError
-from spillway.experiments._simulated import (
-    POLICIES,
-    Analysis,
-    Check,
-    Figure,
-    check,
-    every,
-    num,
-    policy_values,
-    rows_table,
-    run_experiment,
-    run_policies,
-    themis_setup,
-)
+from spillway.experiments._simulated import POLICIES, policy_values, run_policies, themis_setup
+from spillway.experiments.checks import Check, check, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, WorkloadConfig
 from spillway.sim.workload import build_from
 
@@ -154,7 +144,7 @@ def analyse(config: FragmentMixConfig, rows: Sequence[Mapping[str, Any]]) -> Ana
                    paper="(not in the paper)")  # fmt: skip
     cols = ["share_3_fragment", "queries", "fragments", "jain_balance_sic", "jain_random",
             "mean_sic_balance_sic", "mean_sic_random", "std_balance_sic", "std_random"]  # fmt: skip
-    paper = rows_table([
+    paper = markdown_table([
         {"claim": "more multi-fragment queries: fairer", "paper": "Jain rises (values only in the plot)",
          "measured": " -> ".join(num(r["jain_balance_sic"]) for r in rows), "verdict": cks[0].verdict},
     ], ["claim", "paper", "measured", "verdict"])  # fmt: skip
@@ -179,17 +169,23 @@ def analyse(config: FragmentMixConfig, rows: Sequence[Mapping[str, Any]]) -> Ana
         ),
         tables={"shares.csv": list(rows)},
         figures=[fig, fig_m],
-        sections=[("Every share (summary.json `shares`)", rows_table(rows, cols))],
+        sections=[("Every share (summary.json `shares`)", markdown_table(rows, cols))],
     )
+
+
+EXPERIMENT: Experiment[FragmentMixConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=FragmentMixConfig, measure=measure, analyse=analyse
+)
 
 
 def run(config: FragmentMixConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
 __all__ = [
     "DESCRIPTION",
+    "EXPERIMENT",
     "FragmentMixConfig",
     "analyse",
     "checks",

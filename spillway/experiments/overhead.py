@@ -30,17 +30,12 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import ConfigError
-from spillway.experiments._simulated import (
-    Analysis,
-    Check,
-    Figure,
-    compare,
-    num,
-    rows_table,
-    run_experiment,
-    themis_setup,
-)
+from spillway.experiments._simulated import themis_setup
+from spillway.experiments.checks import Check, compare
+from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.policies import Backlog, make_policy
+from spillway.progress import report
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, WorkloadConfig, build, simulate
 
 NAME = "overhead"
@@ -118,6 +113,7 @@ def record(config: OverheadConfig) -> list[tuple[Backlog, float]]:
 def measure(config: OverheadConfig) -> dict[str, Any]:
     """Time ``decide()`` of both policies on every recorded backlog."""
     trace = record(config)
+    report(f"recorded {len(trace)} backlogs; timing decide() of both policies")
     fair = make_policy("balance-sic", seed=config.seed)
     rand = make_policy("random", seed=config.seed)
     t_fair: list[float] = []
@@ -176,7 +172,7 @@ def analyse(config: OverheadConfig, m: Mapping[str, Any]) -> Analysis:
         "paper_fair_over_random": PAPER_FAIR_MS / PAPER_RANDOM_MS,
     }  # fmt: skip
     cks = checks(values)
-    paper = rows_table([
+    paper = markdown_table([
         {"": "fair (BALANCE-SIC)", "paper (ms per batch)": "0.088 ± 0.26",
          "this run (ms per decision)": f"{num(fm)} ± {num(fs)} (median {num(fmed)})"},
         {"": "random", "paper (ms per batch)": "0.079 ± 0.32",
@@ -220,13 +216,19 @@ def analyse(config: OverheadConfig, m: Mapping[str, Any]) -> Analysis:
     )
 
 
+EXPERIMENT: Experiment[OverheadConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=OverheadConfig, measure=measure, analyse=analyse
+)
+
+
 def run(config: OverheadConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
 __all__ = [
     "DESCRIPTION",
+    "EXPERIMENT",
     "OverheadConfig",
     "analyse",
     "checks",

@@ -46,20 +46,11 @@ import numpy as np
 from scipy.optimize import linprog, minimize
 
 from spillway.errors import ConfigError
-from spillway.experiments._simulated import (
-    Analysis,
-    Check,
-    Figure,
-    compare,
-    not_applicable,
-    num,
-    policy_values,
-    rows_table,
-    run_experiment,
-    run_policies,
-    themis_setup,
-)
+from spillway.experiments._simulated import policy_values, run_policies, themis_setup
+from spillway.experiments.checks import Check, compare, not_applicable
+from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.quality.metrics import jain_index
+from spillway.reporting import markdown_table, num
 from spillway.sim import Deployment, FragmentSpec, QuerySpec, SimConfig, WorkloadConfig, chain, tree
 from spillway.sim.workload import KINDS, THEMIS_CAPACITY, place
 
@@ -341,7 +332,7 @@ def analyse(config: RelatedWorkConfig, m: Mapping[str, Mapping[str, Any]]) -> An
         "simple": {k: v for k, v in s.items() if k != "per_query"},
         "complex": {k: v for k, v in c.items() if k != "per_query"},
     }
-    paper = rows_table([
+    paper = markdown_table([
         {"claim": "FIT LP, 60 AVG-all on 2 nodes", "paper": "3 fully served, 1 partial, 56 starved",
          "measured": f"{s['lp_full']} full, {s['lp_partial']} partial, {s['lp_zero']} starved "
                      f"(Jain {num(s['jain_lp'])})"},
@@ -402,17 +393,23 @@ def analyse(config: RelatedWorkConfig, m: Mapping[str, Mapping[str, Any]]) -> An
             "simple_per_query.csv": list(s["per_query"]),
         },
         figures=figs,
-        sections=[("Both setups", rows_table(table, cols))],
+        sections=[("Both setups", markdown_table(table, cols))],
     )
+
+
+EXPERIMENT: Experiment[RelatedWorkConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=RelatedWorkConfig, measure=measure, analyse=analyse
+)
 
 
 def run(config: RelatedWorkConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
 __all__ = [
     "DESCRIPTION",
+    "EXPERIMENT",
     "Allocation",
     "Problem",
     "RelatedWorkConfig",

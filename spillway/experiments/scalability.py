@@ -27,21 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import ConfigError
-from spillway.experiments._simulated import (
-    POLICIES,
-    Analysis,
-    Check,
-    Figure,
-    check,
-    compare,
-    every,
-    num,
-    policy_values,
-    rows_table,
-    run_experiment,
-    run_policies,
-    themis_setup,
-)
+from spillway.experiments._simulated import POLICIES, policy_values, run_policies, themis_setup
+from spillway.experiments.checks import Check, check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, WorkloadConfig, build
 
 NAME = "scalability"
@@ -166,7 +155,7 @@ def analyse(
                 hlines={f"required ({JAIN_MIN})": JAIN_MIN} if stat == "jain" else {},
                 paper=paper))  # fmt: skip
     c = {k.name: k for k in cks}
-    paper = rows_table([
+    paper = markdown_table([
         {"claim": "Fig. 12: mean SIC rises with nodes", "paper": "yes (values only in the plot)",
          "measured": " -> ".join(num(r["mean_sic_balance_sic"]) for r in measured["nodes"]),
          "verdict": c["mean_sic_rises_with_nodes"].verdict},
@@ -202,15 +191,29 @@ def analyse(
         tables={"nodes.csv": list(measured["nodes"]), "queries.csv": list(measured["queries"])},
         figures=figs,
         sections=[
-            ("Fig. 12 points (summary.json `nodes`)", rows_table(measured["nodes"], cols)),
-            ("Fig. 13 points (summary.json `queries`)", rows_table(measured["queries"], cols)),
+            ("Fig. 12 points (summary.json `nodes`)", markdown_table(measured["nodes"], cols)),
+            ("Fig. 13 points (summary.json `queries`)", markdown_table(measured["queries"], cols)),
         ],
     )
 
 
+EXPERIMENT: Experiment[ScalabilityConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=ScalabilityConfig, measure=measure, analyse=analyse
+)
+
+
 def run(config: ScalabilityConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
-__all__ = ["DESCRIPTION", "ScalabilityConfig", "analyse", "checks", "make_config", "measure", "run"]
+__all__ = [
+    "DESCRIPTION",
+    "EXPERIMENT",
+    "ScalabilityConfig",
+    "analyse",
+    "checks",
+    "make_config",
+    "measure",
+    "run",
+]

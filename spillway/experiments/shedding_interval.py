@@ -24,20 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import ConfigError
-from spillway.experiments._simulated import (
-    POLICIES,
-    Analysis,
-    Check,
-    Figure,
-    compare,
-    every,
-    num,
-    policy_values,
-    rows_table,
-    run_experiment,
-    run_policies,
-    themis_setup,
-)
+from spillway.experiments._simulated import POLICIES, policy_values, run_policies, themis_setup
+from spillway.experiments.checks import Check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, WorkloadConfig, build
 
 NAME = "shedding-interval"
@@ -151,7 +141,7 @@ def analyse(config: SheddingIntervalConfig, rows: Sequence[Mapping[str, Any]]) -
             "mean_sic_random", "std_balance_sic", "std_random", "derived_shed_share_balance_sic",
             "derived_shed_share_random"]  # fmt: skip
     c = {k.name: k for k in cks}
-    paper = rows_table([
+    paper = markdown_table([
         {"claim": "Jain's index at every interval", "paper": "high (values only in the plot)",
          "measured": ", ".join(f"{num(r['jain_balance_sic'])} @ {num(r['interval_ms'])} ms" for r in rows),
          "verdict": c["jain_ge_0.9_at_every_interval"].verdict},
@@ -182,17 +172,23 @@ def analyse(config: SheddingIntervalConfig, rows: Sequence[Mapping[str, Any]]) -
         ),
         tables={"intervals.csv": list(rows)},
         figures=figs,
-        sections=[("Every interval (summary.json `intervals`)", rows_table(rows, cols))],
+        sections=[("Every interval (summary.json `intervals`)", markdown_table(rows, cols))],
     )
+
+
+EXPERIMENT: Experiment[SheddingIntervalConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=SheddingIntervalConfig, measure=measure, analyse=analyse
+)
 
 
 def run(config: SheddingIntervalConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
 __all__ = [
     "DESCRIPTION",
+    "EXPERIMENT",
     "SheddingIntervalConfig",
     "analyse",
     "checks",

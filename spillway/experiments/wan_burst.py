@@ -38,21 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import UnknownNameError
-from spillway.experiments._simulated import (
-    POLICIES,
-    Analysis,
-    Check,
-    Figure,
-    compare,
-    every,
-    not_applicable,
-    num,
-    policy_values,
-    rows_table,
-    run_experiment,
-    run_policies,
-    themis_setup,
-)
+from spillway.experiments._simulated import POLICIES, policy_values, run_policies, themis_setup
+from spillway.experiments.checks import Check, compare, every, not_applicable
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.reporting import markdown_table, num
 from spillway.sim import SimConfig, WorkloadConfig, build
 
 NAME = "wan-burst"
@@ -207,7 +196,7 @@ def analyse(config: WanBurstConfig, rows: Sequence[Mapping[str, Any]]) -> Analys
             "module docstring; bursts: each source, in each 1 s slot, bursts with probability 0.1 "
             "at 10x its base rate). " + themis_setup(config.sim("lan"))
         ),
-        paper=rows_table(paper_rows, ["claim", "paper", "measured", "verdict"]),
+        paper=markdown_table(paper_rows, ["claim", "paper", "measured", "verdict"]),
         notes=(
             "- Delays are whole shedding intervals in the simulator: 5 ms and 50 ms both cost one "
             "250 ms interval, so the WAN latency itself cannot show; the 1 s setup (4 intervals "
@@ -221,7 +210,7 @@ def analyse(config: WanBurstConfig, rows: Sequence[Mapping[str, Any]]) -> Analys
         ),
         tables={"setups.csv": list(rows)},
         figures=figs,
-        sections=[("Every setup (summary.json `setups`)", rows_table(rows, cols))],
+        sections=[("Every setup (summary.json `setups`)", markdown_table(rows, cols))],
     )
 
 
@@ -232,13 +221,19 @@ def _ratio(rows: Sequence[Mapping[str, Any]], setup: str, base: float) -> float:
     return math.nan
 
 
+EXPERIMENT: Experiment[WanBurstConfig, Any] = Experiment(
+    name=NAME, title=TITLE, config_type=WanBurstConfig, measure=measure, analyse=analyse
+)
+
+
 def run(config: WanBurstConfig, out_dir: Path | str) -> dict[str, Any]:
     """Measure, analyse and write the report folder; returns the summary."""
-    return run_experiment(config, out_dir, name=NAME, title=TITLE, measure=measure, analyse=analyse)
+    return EXPERIMENT.run(config, out_dir)
 
 
 __all__ = [
     "DESCRIPTION",
+    "EXPERIMENT",
     "SETUPS",
     "WanBurstConfig",
     "analyse",

@@ -58,15 +58,14 @@ def test_lower_mean_sic_fails() -> None:
 
 def test_analyse_keys_and_report(tmp_path: Path) -> None:
     cfg = ff.make_config(quick=True)
-    from spillway.experiments._simulated import write
-
-    a = ff.analyse(cfg, {"runs": REALISTIC, "per_query": [{"query": 0, "sic": 0.2}]})
+    measured = {"runs": REALISTIC, "per_query": [{"query": 0, "sic": 0.2}]}
+    a = ff.analyse(cfg, measured)
     assert a.values["mixed_jain_ratio"] == pytest.approx(0.9963 / 0.8057)
     entry = a.values["configs"][0]
     for key in ("name", "placement", "jain_balance_sic", "jain_random", "std_balance_sic",
                 "std_random", "mean_sic_balance_sic", "mean_sic_random"):  # fmt: skip
         assert key in entry
-    s = write(tmp_path, name=ff.NAME, title=ff.TITLE, config=cfg, analysis=a)
+    s = ff.EXPERIMENT.write(cfg, measured, tmp_path)
     assert s["mixed_jain_ratio"] == pytest.approx(1.237, abs=1e-3)
     assert (tmp_path / "fig10a_jain.png").exists()
 
