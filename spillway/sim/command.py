@@ -153,7 +153,7 @@ def run_simulate(
         "workload": {k: v for k, v in vars(workload).items()},
         "config": config.to_dict(),
     }
-    write_summary(folder, summary)
+    write_summary(folder, summary, significant=4)
     write_csv(folder / "queries.csv", result.query_rows())
     write_csv(folder / "nodes.csv", result.nodes.rows())
     t = result.sample_times
