@@ -5,7 +5,8 @@ with its source information content (SIC: the fraction of source data it reflect
 and decides what to drop by a pluggable policy (``spillway.policies.POLICIES``).
 
 Layers (imports only flow this way): ``quality`` <- ``policies`` <- ``control`` <- ``spark`` /
-``sim`` <- ``experiments`` <- ``cli``; ``feeds`` is used by the runtime and the experiments.
+``sim`` <- ``experiments`` <- ``cli``; ``feeds`` is used by the runtime, the experiments and
+``control``'s queue model (arrival profiles, background schedule).
 ``quality``, ``policies`` and ``control`` never import pyspark.
 """
 

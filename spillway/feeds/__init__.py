@@ -23,8 +23,13 @@ Registries (the names used by ``QuerySpec.feed`` and ``QuerySpec.profile``):
   (drifting stand-ins for the DEBS 2015 taxi rides, Google cluster task events and the DEC packet
   trace used by CoD; :mod:`~spillway.feeds.taxi`, :mod:`~spillway.feeds.tasks`,
   :mod:`~spillway.feeds.packets`);
-- :data:`PROFILES`: ``constant``, ``step``, ``bursty`` (THEMIS §7.4), ``pareto``
+- :data:`PROFILES`: ``constant``, ``step``, ``bursty`` (THEMIS §7.4), ``pareto``,
+  ``pareto_ranges`` (Pham SD_p) and ``trace`` (a packet-trace-like rate, Pham S_r)
   (:mod:`~spillway.feeds.profiles`).
+
+Pham's named input streams (S_c, S_step, S_r, SD_c, SD_p, SD_r) are in
+:mod:`~spillway.feeds.inputs`; the background CPU load that changes a node's true capacity on
+a schedule is :mod:`~spillway.feeds.background`.
 
 To add a generated feed, subclass :class:`~spillway.feeds.generated.GeneratedFeed` in its own
 module (its constructor takes its own keyword options and forwards the shared
@@ -61,8 +66,10 @@ from spillway.feeds.profiles import (
     BurstyProfile,
     ConstantProfile,
     ParetoProfile,
+    ParetoRangesProfile,
     Profile,
     StepProfile,
+    TraceProfile,
     make_profile,
 )
 from spillway.feeds.replay import ReplayFeed
@@ -146,9 +153,11 @@ __all__ = [
     "GeneratedFeed",
     "MixedFeed",
     "ParetoProfile",
+    "ParetoRangesProfile",
     "Profile",
     "ReplayFeed",
     "StepProfile",
+    "TraceProfile",
     "UniformFeed",
     "make_feed",
     "make_profile",

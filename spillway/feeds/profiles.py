@@ -22,7 +22,12 @@ Profiles (``rate`` is always the long-run mean per source unless a profile says 
   paper's setting) and the long-run mean is ``1.9 · rate``;
 - ``pareto``: heavy-tailed per-slot rates (DILoS SD_p: "Pareto per control period"): each
   (source, slot) rate is drawn from a Pareto law of shape ``alpha`` bounded to
-  ``[low, spread · low]``, with ``low`` chosen so the mean is ``rate``.
+  ``[low, spread · low]``, with ``low`` chosen so the mean is ``rate``;
+- ``pareto_ranges``: per-slot Pareto rates whose bounds ``[low, high]`` (relative to ``rate``)
+  change every ``epoch_s`` through a list of ranges (Pham SD_p: classes 2 and 3 in one fixed
+  range, class 1's range changing every 50 s);
+- ``trace``: a packet-trace-like rate pattern (a synthetic stand-in for the LBL-PKT-4 TCP
+  trace rate of Pham's S_r, Fig. 7): slow swings, per-slot burstiness and rare sudden peaks.
 
 Slot profiles keep ``Λ`` at block boundaries (64 slots), extended lazily and recomputed from
 hashes inside a block, so ``count(t)`` costs O(sources · 64) and memory stays small for hundreds
@@ -58,6 +63,7 @@ from spillway.feeds.options import (
     check_time,
     construct,
     count_of,
+    in_range,
     positive,
     seed_of,
 )
@@ -415,12 +421,182 @@ class ParetoProfile(SlotProfile):
         return {"alpha": self.alpha, "spread": self.spread, "slot_s": self.slot_s}
 
 
+class ParetoRangesProfile(SlotProfile):
+    """Per-slot Pareto rates on ``[low, high] · rate``, the range changing every ``epoch_s``.
+
+    Pham SD_p (§6.2.1): "the input rate (per control period) of classes 2 and 3 follows a
+    Pareto distribution in the range of [800-1300] and [300-800], respectively, with skewness
+    equal to 1"; class 1's range changes every 50 s. Epoch ``e`` uses ``ranges[e % len]``.
+
+    Parameters
+    ----------
+    ranges : ``(low, high)`` pairs relative to ``rate`` (0 < low < high), used in turn.
+    epoch_s : how long each range lasts (s).
+    alpha : Pareto shape (Pham: 1).
+    slot_s : one rate per source per slot (Pham: per control period).
+
+    ``mean_rate`` is the mean over one cycle of the ranges.
+
+    >>> p = ParetoRangesProfile(n_sources=1, rate=100.0, ranges=[(8.0, 13.0)], slot_s=0.15)
+    >>> r = p.slot_rates(np.array(0), np.arange(20_000))
+    >>> round(float(r.min())), round(float(r.max())), round(p.mean_rate)
+    (800, 1300, 1010)
+    """
+
+    name = "pareto_ranges"
+
+    def __init__(
+        self,
+        *,
+        n_sources: int,
+        rate: float,
+        seed: int = 0,
+        ranges: Sequence[Sequence[float]] = ((0.8, 1.3),),
+        epoch_s: float = 50.0,
+        alpha: float = 1.0,
+        slot_s: float = 1.0,
+    ) -> None:
+        super().__init__(n_sources=n_sources, rate=rate, seed=seed, slot_s=slot_s)
+        pairs = []
+        for i, pair in enumerate(ranges):
+            if len(pair) != 2:
+                raise ConfigError(f"pareto_ranges ranges[{i}] must be (low, high), got {pair!r}")
+            low = positive(f"pareto_ranges ranges[{i}] low", pair[0])
+            high = positive(f"pareto_ranges ranges[{i}] high", pair[1])
+            if high <= low:
+                raise ConfigError(
+                    f"pareto_ranges ranges[{i}] needs low < high, got ({low:g}, {high:g})"
+                )
+            pairs.append((low, high))
+        if not pairs:
+            raise ConfigError("pareto_ranges needs at least one (low, high) range, got none")
+        self.ranges = tuple(pairs)
+        self.epoch_s = positive("pareto_ranges epoch_s", epoch_s)
+        self.alpha = positive("pareto_ranges alpha", alpha)
+        self._low = np.array([lo for lo, _ in pairs]) * self.rate
+        self._high = np.array([hi for _, hi in pairs]) * self.rate
+        means = [bounded_pareto_mean(self.alpha, lo, hi) for lo, hi in pairs]
+        self._mean = self.rate * float(np.mean(means))
+
+    @property
+    def mean_rate(self) -> float:
+        return self._mean
+
+    def slot_rates(self, source: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        slot = np.asarray(slot)
+        epoch = np.floor((slot * self.slot_s + 1e-9) / self.epoch_s).astype(np.int64)
+        k = epoch % len(self.ranges)
+        low, high = self._low[k], self._high[k]
+        u = hashing.uniform(self.seed, "profile.pareto_ranges", source, slot)
+        tail = (low / high) ** self.alpha
+        return low * (1.0 - u * (1.0 - tail)) ** (-1.0 / self.alpha)
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "ranges": [list(r) for r in self.ranges],
+            "epoch_s": self.epoch_s,
+            "alpha": self.alpha,
+            "slot_s": self.slot_s,
+        }
+
+
+class TraceProfile(SlotProfile):
+    """A packet-trace-like rate: slow swings, per-slot burstiness and rare sudden peaks.
+
+    A synthetic stand-in for the rate pattern of the LBL-PKT-4 TCP trace Pham's S_r replays
+    (Fig. 7; the thesis gives neither its absolute rates nor its scaling, and the trace itself
+    is not shipped). The rate of source ``s`` in slot ``k`` (time ``t``) is
+
+        ``rate · swing(t) · burst(s, k) · peak(s, k) / norm``
+
+    where ``swing(t) = max(0.2, 1 + a·sin(2πt/P1 + φ1) + a/2·sin(2πt/P2 + φ2))`` (periods
+    ``P1 = period_s`` and ``P2 = period_s / 3.7``, phases hashed from the seed), ``burst`` a
+    log-normal factor of mean 1 and coefficient of variation ``cv`` per slot, ``peak`` equal to
+    ``peak_factor`` in a fraction ``peak_fraction`` of the slots (hashed) and 1 elsewhere, and
+    ``norm = 1 + peak_fraction · (peak_factor − 1)`` so the long-run mean stays near ``rate``.
+    To replay the real trace instead, use the ``replay`` feed on its timestamps.
+
+    Parameters
+    ----------
+    amplitude : ``a``, the depth of the slow swings, in [0, 0.6].
+    period_s : ``P1``, the period of the slowest swing (s).
+    cv : coefficient of variation of the per-slot burstiness (>= 0).
+    peak_fraction : fraction of slots with a sudden peak, in [0, 0.5].
+    peak_factor : how much higher a peak slot's rate is (>= 1).
+    slot_s : slot length (s).
+
+    >>> p = TraceProfile(n_sources=1, rate=300.0, seed=4)
+    >>> r = p.slot_rates(np.array(0), np.arange(3600))
+    >>> round(float(r.mean()), -1), bool(r.max() > 3 * r.mean()), bool(r.min() > 0)
+    (300.0, True, True)
+    """
+
+    name = "trace"
+
+    def __init__(
+        self,
+        *,
+        n_sources: int,
+        rate: float,
+        seed: int = 0,
+        amplitude: float = 0.4,
+        period_s: float = 300.0,
+        cv: float = 0.3,
+        peak_fraction: float = 0.02,
+        peak_factor: float = 4.0,
+        slot_s: float = 1.0,
+    ) -> None:
+        super().__init__(n_sources=n_sources, rate=rate, seed=seed, slot_s=slot_s)
+        self.amplitude = in_range("trace amplitude", amplitude, 0.0, 0.6)
+        self.period_s = positive("trace period_s", period_s)
+        self.cv = positive("trace cv", cv, allow_zero=True)
+        self.peak_fraction = in_range("trace peak_fraction", peak_fraction, 0.0, 0.5)
+        self.peak_factor = positive("trace peak_factor", peak_factor)
+        if self.peak_factor < 1:
+            raise ConfigError(f"trace peak_factor must be >= 1, got {peak_factor!r}")
+        phases = hashing.uniform(self.seed, "profile.trace.phase", 0, np.arange(2)) * 2 * math.pi
+        self._phase = (float(phases[0]), float(phases[1]))
+        self._norm = 1.0 + self.peak_fraction * (self.peak_factor - 1.0)
+
+    @property
+    def mean_rate(self) -> float:
+        return self.rate
+
+    def swing(self, t: np.ndarray) -> np.ndarray:
+        """The slow, source-independent swing of the rate at times ``t`` (s)."""
+        w = 2.0 * math.pi * np.asarray(t, dtype=np.float64)
+        a = self.amplitude
+        slow = a * np.sin(w / self.period_s + self._phase[0])
+        fast = 0.5 * a * np.sin(w * 3.7 / self.period_s + self._phase[1])
+        return np.maximum(0.2, 1.0 + slow + fast)
+
+    def slot_rates(self, source: np.ndarray, slot: np.ndarray) -> np.ndarray:
+        slot = np.asarray(slot)
+        swing = self.swing((slot + 0.5) * self.slot_s)
+        burst = hashing.lognormal(self.seed, "profile.trace.burst", source, slot, cv=self.cv)
+        peak_u = hashing.uniform(self.seed, "profile.trace.peak", source, slot)
+        peak = np.where(peak_u < self.peak_fraction, self.peak_factor, 1.0)
+        return self.rate * swing * burst * peak / self._norm
+
+    def options(self) -> dict[str, Any]:
+        return {
+            "amplitude": self.amplitude,
+            "period_s": self.period_s,
+            "cv": self.cv,
+            "peak_fraction": self.peak_fraction,
+            "peak_factor": self.peak_factor,
+            "slot_s": self.slot_s,
+        }
+
+
 #: Registry of arrival-rate profiles, by the name used in configs (``QuerySpec.profile``).
 PROFILES: dict[str, type[Profile]] = {
     "constant": ConstantProfile,
     "step": StepProfile,
     "bursty": BurstyProfile,
     "pareto": ParetoProfile,
+    "pareto_ranges": ParetoRangesProfile,
+    "trace": TraceProfile,
 }
 
 

@@ -56,8 +56,10 @@ asked for is the overload it measures. Two rules keep ``C`` honest:
   round's batches (the first :data:`WARMUP_BATCHES` of a streaming query left out). A fit from
   batches far below ``n*`` extrapolates (measured here: 3,000 rows/s fitted 1e-9 s a tuple, a
   "capacity" of 485 million rows/s), so the bound refuses to report more than was seen;
-- so another round runs, at up to :data:`CALIBRATION_STEP` times the rate, until the largest
-  batch of a round reached ``n*`` (at most :data:`CALIBRATION_ROUNDS` rounds).
+- so another round runs, at the rate that makes one interval's arrivals a batch of ``n*`` rows
+  (at most :data:`CALIBRATION_STEP` times the rate before), until a round has batches at the
+  operating point (:data:`NEAR_OPERATING_POINT`); their rows over their batch time is ``C``,
+  measured rather than fitted (at most :data:`CALIBRATION_ROUNDS` rounds).
 
 Finally every query's rate is multiplied by ``overload · C / R`` (``R`` the configured total
 rate), fixed from then on (arrivals never follow processing), and the node starts afresh (new
@@ -142,6 +144,10 @@ WARMUP_BATCHES = 2
 #: rate of the one before (a node at 400 tuples/s reaches 4 million in four steps).
 CALIBRATION_ROUNDS = 5
 CALIBRATION_STEP = 10.0
+
+#: Batches whose rows are within this share of the operating point ``n*`` measure the capacity
+#: directly (rows over batch time), without the fit.
+NEAR_OPERATING_POINT = (0.7, 1.4)
 
 
 class PlanLayout(NamedTuple):
@@ -615,16 +621,17 @@ class Node:
                     f"{ControllerConfig().span_limit} trigger intervals (headroom "
                     f"{cfg.headroom:g} x {cfg.trigger_s:g} s); raise trigger_s"
                 )
-            if rnd["largest_batch"] >= rnd["operating_rows"]:
-                break
-            # The batches stayed below the operating point: measure again closer to it.
+            if rnd["batches_at_operating_point"] >= 2:
+                break  # measured at the operating point itself
+            # Measure again at the operating point: one interval's arrivals make a batch of n*
+            # rows (at most CALIBRATION_STEP times the rate of this round).
             need = rnd["operating_rows"] / cfg.trigger_s / total
-            scale = min(scale * CALIBRATION_STEP, max(scale, need))
+            scale = min(scale * CALIBRATION_STEP, need)
         cap = rounds[-1]["capacity_tuples_per_s"]
         self._scale = cfg.overload * cap / total
         self._calibration = {
             "capacity_tuples_per_s": cap,
-            "reached_operating_point": rounds[-1]["largest_batch"] >= rounds[-1]["operating_rows"],
+            "reached_operating_point": rounds[-1]["batches_at_operating_point"] >= 2,
             "configured_rate": total,
             "scale": self._scale,
             "target_rate": cfg.overload * cap,
@@ -845,9 +852,11 @@ def calibration_round_capacity(
 ) -> dict[str, Any]:
     """What one calibration round measured (module docstring, "Overload calibration").
 
-    ``capacity_tuples_per_s`` is the fitted throughput at the operating point, at most the best
-    measured ``rows / duration`` of the round's batches (the first :data:`WARMUP_BATCHES` left
-    out; batches with no rows do not count).
+    ``capacity_tuples_per_s`` is the throughput measured on the round's batches at the operating
+    point (rows within :data:`NEAR_OPERATING_POINT` of ``n*``; at least two of them), else the
+    fitted throughput at the operating point, at most the best measured ``rows / duration`` of
+    the round's batches (the first :data:`WARMUP_BATCHES` left out; batches with no rows do not
+    count).
 
     >>> from spillway.control import CostModelConfig, initial_state, observe
     >>> cfg = CostModelConfig(warmup_batches=0)
@@ -871,12 +880,14 @@ def calibration_round_capacity(
     budget = headroom * span * trigger_s
     rows = (budget - overhead) / per_tuple if per_tuple > 0 else math.inf
     fitted = max(rows, 0.0) / budget
-    measured = [
-        b["rows"] / b["duration_s"]
-        for b in batches[WARMUP_BATCHES:]
-        if b["rows"] > 0 and b["duration_s"] > 0
-    ]
-    best = max(measured, default=0.0)
+    seen = [b for b in batches[WARMUP_BATCHES:] if b["rows"] > 0 and b["duration_s"] > 0]
+    best = max((b["rows"] / b["duration_s"] for b in seen), default=0.0)
+    lo, hi = NEAR_OPERATING_POINT
+    near = [b for b in seen if lo * rows <= b["rows"] <= hi * rows]
+    if len(near) >= 2:  # batches at the operating point: their throughput, measured
+        capacity = sum(b["rows"] for b in near) / sum(b["duration_s"] for b in near)
+    else:
+        capacity = min(fitted, best)
     return {
         "rate": float(rate),
         "batches": len(batches),
@@ -887,7 +898,8 @@ def calibration_round_capacity(
         "operating_rows": max(rows, 0.0) if math.isfinite(rows) else math.inf,
         "fitted_tuples_per_s": fitted,
         "best_batch_tuples_per_s": best,
-        "capacity_tuples_per_s": min(fitted, best),
+        "batches_at_operating_point": len(near),
+        "capacity_tuples_per_s": capacity,
     }
 
 

@@ -16,6 +16,10 @@ ALL = [
     ("bursty", {"slot_s": 0.25, "normalise": False}),
     ("pareto", {}),
     ("pareto", {"alpha": 0.5, "spread": 100.0, "slot_s": 0.5}),
+    ("pareto_ranges", {}),
+    ("pareto_ranges", {"ranges": [[0.1, 0.3], [0.6, 1.4]], "epoch_s": 7.0, "slot_s": 0.15}),
+    ("trace", {}),
+    ("trace", {"slot_s": 0.5, "cv": 0.0, "peak_fraction": 0.0}),
 ]
 
 
@@ -116,13 +120,46 @@ def test_many_sources_over_hours_stay_small_and_pickle_without_cache():
 
 
 def test_registry_lists_the_profiles():
-    assert sorted(PROFILES) == ["bursty", "constant", "pareto", "step"]
+    assert sorted(PROFILES) == ["bursty", "constant", "pareto", "pareto_ranges", "step", "trace"]
+
+
+def test_pareto_ranges_follow_their_range_per_epoch():
+    """Pham SD_p: rates per 150 ms cycle in the epoch's range, skewness (shape) 1."""
+    p = make_profile(
+        "pareto_ranges",
+        n_sources=3,
+        rate=100.0,
+        seed=4,
+        ranges=[[3.0, 8.0], [8.0, 13.0]],
+        epoch_s=50.0,
+        slot_s=0.15,
+    )
+    slots = np.arange(0, 666)  # 0 .. 99.9 s
+    r = p.slot_rates(np.arange(3)[:, None], slots[None, :])
+    first = slots * 0.15 < 50.0 - 1e-9
+    assert r[:, first].min() >= 300.0 - 1e-9 and r[:, first].max() <= 800.0 + 1e-9
+    assert r[:, ~first].min() >= 800.0 - 1e-9 and r[:, ~first].max() <= 1300.0 + 1e-9
+    assert np.median(r[:, first]) < r[:, first].mean()  # right-skewed
+    # over many cycles the counts follow the mean of the ranges
+    assert p.count(1000.0).mean() / 1000.0 == pytest.approx(p.mean_rate, rel=0.02)
+
+
+def test_trace_has_slow_swings_bursts_and_peaks_around_its_rate():
+    p = make_profile("trace", n_sources=2, rate=400.0, seed=9)
+    r = p.slot_rates(np.array(0), np.arange(20_000))
+    assert r.mean() == pytest.approx(400.0, rel=0.03)
+    per_minute = r[: 20_000 // 60 * 60].reshape(-1, 60).mean(axis=1)
+    assert per_minute.max() / per_minute.min() > 1.8  # slow swings, not just noise
+    assert (r > 3 * 400.0).mean() > 0.005  # rare sudden peaks
+    other = p.slot_rates(np.array(1), np.arange(20_000))
+    assert not np.array_equal(r, other)  # bursts differ between sources
+    assert p.count(20_000.0).mean() / 20_000.0 == pytest.approx(400.0, rel=0.03)
 
 
 @pytest.mark.parametrize(
     ("name", "opts", "exc", "match"),
     [
-        ("poisson", {}, UnknownNameError, r"profile must be one of bursty, constant, pareto, step"),
+        ("poisson", {}, UnknownNameError, r"profile must be one of bursty, constant, pareto, "),
         ("bursty", {"burst": 1}, ConfigError, r"profile 'bursty': unknown option\(s\) burst"),
         ("step", {"times": [1.0]}, ConfigError, r"one factor per time, got 1 times and 0"),
         ("step", {"times": [2.0, 1.0], "factors": [1, 2]}, ConfigError, r"strictly increasing"),
@@ -133,6 +170,20 @@ def test_registry_lists_the_profiles():
         ("bursty", {"slot_s": 0}, ConfigError, r"slot_s must be a finite number > 0, got 0"),
         ("pareto", {"spread": 1.0}, ConfigError, r"pareto spread .* must be > 1, got 1.0"),
         ("pareto", {"alpha": -1}, ConfigError, r"pareto alpha must be a finite number > 0"),
+        ("pareto_ranges", {"ranges": []}, ConfigError, r"at least one \(low, high\) range"),
+        ("pareto_ranges", {"ranges": [[1.0]]}, ConfigError, r"ranges\[0\] must be \(low, high\)"),
+        ("pareto_ranges", {"ranges": [[2.0, 1.0]]}, ConfigError, r"needs low < high, got \(2, 1\)"),
+        ("pareto_ranges", {"ranges": [[0.0, 1.0]]}, ConfigError, r"ranges\[0\] low must be"),
+        ("pareto_ranges", {"epoch_s": 0}, ConfigError, r"pareto_ranges epoch_s must be a finite"),
+        (
+            "trace",
+            {"amplitude": 0.9},
+            ConfigError,
+            r"trace amplitude must be a number in \[0, 0.6\]",
+        ),
+        ("trace", {"peak_factor": 0.5}, ConfigError, r"trace peak_factor must be >= 1, got 0.5"),
+        ("trace", {"peak_fraction": 0.6}, ConfigError, r"trace peak_fraction must be a number in"),
+        ("trace", {"cv": -0.1}, ConfigError, r"trace cv must be a finite number >= 0, got -0.1"),
     ],
 )
 def test_option_errors(name, opts, exc, match):

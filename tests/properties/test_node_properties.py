@@ -56,7 +56,10 @@ def check_run(config, history, summary) -> list[str]:
             r = history[i]
             filled = r.t - t0 >= config.stw_s + lag and np.isfinite(sic[i])
             if filled and abs(sic[i] - 1) > UNSHED_TOLERANCE:
-                broken.append(f"{name}: unshed at t={r.t:.1f} but SIC {sic[i]:.4f}")
+                broken.append(
+                    f"{name}: unshed at t={r.t:.1f} but SIC {sic[i]:.4f} "
+                    f"(intervals {[(h.t, h.query_arrived.get(name), h.processed_tuples) for h in history]})"
+                )
                 break
         if q["windows"] == 0:
             broken.append(f"{name}: no result")

@@ -6,6 +6,7 @@ import time
 from dataclasses import replace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from spillway.config import NodeConfig, QuerySpec, feed_seed
@@ -174,14 +175,14 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
     cfg = NodeConfig(queries=_queries(), trigger_s=1.0, overload=2.0)  # 1,200 tuples/s in all
     node = Node(cfg)
     assert node.plans == ["mixed"]
-    fits = iter([(0.4, 1e-9), (0.4, 1e-5), (0.4, 2e-5)])  # (overhead s, per-tuple s) per round
+    fits = iter([(0.4, 1e-9), (0.4, 1e-5), (0.4, 2e-5), (0.4, 2e-5)])  # per round (o, k)
     scales = []
 
     def fake_round(phase, min_s):
         # what the batches really cost: 0.4 s + 2e-5 s a row; two warm-up batches first
         scales.append(node.rate_scale)
         rate = 1200.0 * node.rate_scale
-        rows = [1, 1] + [int(rate * g) for g in (1, 2, 1, 3)]
+        rows = [1, 1] + [int(round(rate * g)) for g in (1, 2, 1, 3)]
         batches = [{"rows": n, "duration_s": 0.4 + 2e-5 * n} for n in rows]
         overhead, per_tuple = next(fits)
         st = replace(initial_state(DEFAULT_COST_MODEL), overhead_s=overhead, per_tuple_s=per_tuple)
@@ -190,16 +191,17 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
     monkeypatch.setattr(node, "_calibration_round", fake_round)
     node._calibrate()
     # Round 1's fit extrapolates an operating point of 0.4 s / 1e-9 s = 4e8 rows; its batches
-    # (up to 3,600 rows) stayed far below, so its capacity is the best batch's 3,600 / 0.472 s
-    # and round 2 runs 10x faster (the step limit). Round 2 fits 40,000 rows and saw 36,000:
-    # round 3 runs at 40,000/s. Its batches pass the 20,000 rows of its fit: done, at the
-    # fitted 20,000 rows / 0.8 s (below its best batch, 120,000 / 2.8 s).
-    assert scales == pytest.approx([1.0, 10.0, 40_000 / 1200])
+    # (up to 3,600 rows) stayed far below, so round 2 runs 10x faster (the step limit). Round 2
+    # fits 40,000 rows: round 3 runs at 40,000/s. Its fit says 20,000 rows, and its batches
+    # (40,000 to 120,000 rows) are all beyond: round 4 runs at 20,000/s, and its two batches of
+    # 20,000 rows (0.8 s each) measure the capacity itself: 25,000 rows per second of batch time.
+    assert scales == pytest.approx([1.0, 10.0, 40_000 / 1200, 20_000 / 1200])
     cal = node.calibration
     rounds = cal["rounds"]
-    assert [r["rate"] for r in rounds] == pytest.approx([1200.0, 12_000.0, 40_000.0])
-    assert rounds[0]["capacity_tuples_per_s"] == pytest.approx(3600 / 0.472)
-    assert cal["capacity_tuples_per_s"] == pytest.approx(20_000 / 0.8)
+    assert [r["rate"] for r in rounds] == pytest.approx([1200.0, 12_000.0, 40_000.0, 20_000.0])
+    assert rounds[0]["capacity_tuples_per_s"] == pytest.approx(3600 / 0.472)  # the best batch
+    assert [r["batches_at_operating_point"] for r in rounds] == [0, 1, 0, 2]
+    assert cal["capacity_tuples_per_s"] == pytest.approx(40_000 / 1.6)
     assert cal["reached_operating_point"] is True
     assert node.rate_scale == pytest.approx(2.0 * cal["capacity_tuples_per_s"] / 1200.0)
 
@@ -312,3 +314,51 @@ def test_a_group_avg_query_on_the_taxi_feed_gives_per_route_rows(spark, tmp_path
     s = error_summary(fares.assign(query_id=0), both.assign(query_id=0), "group_avg").iloc[0]
     assert s["windows"] >= 3 and s["missing"] == 0
     assert 0 < s["error"] < 0.5 and 0 <= s["missing_groups"] < s["groups"]
+
+
+@pytest.mark.spark
+def test_an_unshed_query_reads_sic_1_and_never_above(spark, tmp_path):
+    # One MAX query on the uniform feed with every default (1 s trigger, 10 s STW): its SIC
+    # once read 1.1-1.4 (results counted by production time, a burst of windows at start).
+    cfg = NodeConfig(
+        queries=(QuerySpec(name="m", kind="max", feed="uniform"),), checkpoint_dir=str(tmp_path)
+    )
+    node = Node(cfg, spark=spark)
+    node.run(16.0)
+    hist = node.history()
+    sic = np.array([r.query_sic["m"] for r in hist])
+    assert np.nanmax(sic) <= 1.02
+    assert all(r.query_admitted["m"] == r.query_arrived["m"] for r in hist)  # nothing shed
+    filled = [s for r, s in zip(hist, sic, strict=True) if r.t - hist[0].t >= 10.0]
+    assert filled and np.allclose(filled, 1.0, atol=0.02)
+
+
+@pytest.mark.spark
+def test_queries_with_half_one_and_five_second_windows_all_get_results(spark, tmp_path):
+    # Once one streaming query per window length: three on two cores, the 5 s one starved.
+    from spillway.run_report import summarise_run
+
+    queries = (
+        QuerySpec(name="a05", kind="avg", feed="gaussian", window_s=0.5),
+        QuerySpec(name="m1", kind="max", feed="uniform", window_s=1.0),
+        QuerySpec(name="a5", kind="avg", feed="gaussian", window_s=5.0),
+    )
+    cfg = NodeConfig(queries=queries, stw_s=10.0, checkpoint_dir=str(tmp_path))
+    node = Node(cfg, spark=spark)
+    assert node.plans == ["mixed"]
+    node.run(17.0)
+    res = node.results()
+    summary = summarise_run(
+        config=cfg,
+        history=node.history(),
+        snapshot=node.snapshot(),
+        results=res,
+        duration_s=17.0,
+    )
+    by_name = {q["name"]: q for q in summary["queries"]}
+    assert by_name["a5"]["windows"] >= 2 and by_name["a05"]["windows"] >= 20
+    for q in by_name.values():
+        assert q["rows_in"] > 0 and q["kept_fraction"] == q["rows_kept"] / q["rows_in"]
+    # every 5 s window starts on a multiple of 5 s (windows are aligned in Unix time)
+    starts = res[res["query"] == "a5"]["window_start"].map(pd.Timestamp.timestamp)
+    assert (starts % 5.0 == 0).all()

@@ -1,4 +1,4 @@
-"""One local SparkSession for every Spark test of the runtime (``local[2]``, UI off, loopback)."""
+"""One local SparkSession for every Spark test (``local[2]``, UI off, loopback)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,167 @@
+"""SEaMLeSS: CTRL's delay control over the *queued load*, and a headroom factor it learns.
+
+Pham §4.2 (SMDB 2013). Two loops:
+
+- inner, every period: the *queued load* ``qL`` (Pham Eq. 4.1, CPU-seconds waiting in every
+  operator queue, weighted by the load coefficient of the branch behind it, unread arrivals
+  included) gives the delay estimate ``y = qL / H`` (Eq. 4.2, assuming a fair scheduler); the
+  controller (Eq. 4.3, :mod:`~spillway.control.delay_control`) gives ``u``, the load that may be
+  added to the queue next period; ``v = u + H·T`` may be admitted and ``L^(k−1)·T − v`` is shed,
+  the last period's load standing in for the next one's;
+- outer, every ``period`` control periods: ``H ← H · D / D'`` (§4.2.2), ``D'`` the mean measured
+  response time over the periods of that window in which shedding was in effect. A window with
+  shedding in fewer than half of its periods is skipped: outside sustained shedding the
+  response time does not converge to anything ``H`` explains (transitions, normal load).
+
+Unlike CTRL it works on any query network (the queued load replaces the tuple count) and needs
+no hand-tuned ``H``; like CTRL it assumes a fair scheduler and the count of arrived but unread
+tuples (Pham §4.4).
+
+Examples
+--------
+>>> cfg = SeamlessConfig(capacity=0.8, target_s=2.0, period=2)
+>>> state = initial_state(cfg)
+>>> s = IntervalStats(interval_s=0.5, load=1.5, queued_load=1.2, response_time_s=1.5)
+>>> state, d = step(cfg, state, s)
+>>> round(d.estimated_delay_s, 2)                 # y = qL / H = 1.2 / 0.8
+1.5
+>>> # two periods of shedding with a measured 3 s against D = 2 s: H was too high
+>>> state = SeamlessState(capacity=0.8, drop=0.3)
+>>> for _ in range(2):
+...     state, d = step(cfg, state, replace(s, response_time_s=3.0))
+>>> round(d.capacity, 3)                          # 0.8 · 2 / 3
+0.533
+
+References
+----------
+Pham (2016) §4.2 (Eqs. 4.1-4.3, headroom auto-adjustment), §4.3.3.3 (P in [20, 40], 30 used),
+§4.4 (limitations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import ClassVar
+
+from spillway.control.delay_control import controller_output, gains_for_pole
+from spillway.control.load_manager import (
+    IntervalStats,
+    LoadDecision,
+    LoadManagerConfig,
+    StepResult,
+    check_count,
+    check_factor,
+    check_number,
+)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeamlessConfig(LoadManagerConfig):
+    """SEaMLeSS's settings.
+
+    Parameters
+    ----------
+    capacity : the initial headroom factor ``H`` (learned from then on).
+    target_s : the delay target ``D`` (s).
+    period : the headroom adjustment period ``P`` in control periods (Pham: 30; best 20-40).
+    pole : closed-loop pole of the controller, in [0, 1).
+    min_capacity, max_capacity : bounds of the learned ``H`` (a guard against a degenerate
+        ``D'``; not in the thesis).
+    max_drop : the highest drop fraction.
+    """
+
+    name: ClassVar[str] = "seamless"
+
+    target_s: float = 2.0
+    period: int = 30
+    pole: float = 0.7
+    min_capacity: float = 1e-3
+    max_capacity: float = 64.0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_number("target_s", self.target_s, low=0, low_ok=False)
+        check_count("period", self.period, low=1)
+        gains_for_pole(self.pole)
+        check_number("min_capacity", self.min_capacity, low=0, low_ok=False)
+        check_number("max_capacity", self.max_capacity, low=self.min_capacity)
+        check_number("capacity", self.capacity, low=self.min_capacity, high=self.max_capacity)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SeamlessState:
+    """SEaMLeSS's state.
+
+    Parameters
+    ----------
+    capacity : the current headroom factor ``H``.
+    drop : the drop fraction in effect during the interval being reported.
+    error : the previous ``e = y − D`` (s).
+    output : the previous realised controller output ``u`` (CPU-seconds).
+    window : control periods seen in the current adjustment window.
+    shedding_periods : periods of the window with shedding in effect and a response time.
+    response_sum_s : sum of those periods' mean response times.
+    """
+
+    capacity: float
+    drop: float = 0.0
+    error: float = 0.0
+    output: float = 0.0
+    window: int = 0
+    shedding_periods: int = 0
+    response_sum_s: float = 0.0
+
+
+def initial_state(config: SeamlessConfig) -> SeamlessState:
+    """The state before the first interval."""
+    return SeamlessState(capacity=config.capacity)
+
+
+def _adjust_headroom(
+    config: SeamlessConfig, state: SeamlessState, stats: IntervalStats
+) -> SeamlessState:
+    """The outer loop: collect ``D'`` while shedding, every ``P`` periods ``H ← H·D/D'``."""
+    window = state.window + 1
+    periods, total = state.shedding_periods, state.response_sum_s
+    if state.drop > 0 and stats.response_time_s is not None:
+        periods, total = periods + 1, total + stats.response_time_s
+    if window < config.period:
+        return replace(state, window=window, shedding_periods=periods, response_sum_s=total)
+    h = state.capacity
+    if 2 * periods >= config.period and total > 0:
+        measured = total / periods  # D'
+        h = min(max(h * config.target_s / measured, config.min_capacity), config.max_capacity)
+    return replace(state, capacity=h, window=0, shedding_periods=0, response_sum_s=0.0)
+
+
+def step(
+    config: SeamlessConfig, state: SeamlessState, stats: IntervalStats
+) -> StepResult[SeamlessState]:
+    """Adjust ``H`` when a window ends, then decide the next interval's drop fraction."""
+    state = _adjust_headroom(config, state, stats)
+    h = state.capacity
+    delay = stats.queued_load / h  # Eq. 4.2
+    error = delay - config.target_s
+    a, b0, b1 = gains_for_pole(config.pole)
+    u = controller_output(h, error, state.error, state.output, a, b0, b1)  # Eq. 4.3
+    period_load = stats.load * stats.interval_s  # L^(k-1) as CPU-seconds per period
+    processed = h * stats.interval_s
+    admit = u + processed  # v^k
+    drop = 0.0
+    if period_load > 0:
+        drop = min(max(1.0 - admit / period_load, 0.0), config.max_drop)
+    realised = period_load * (1.0 - drop) - processed
+    new = replace(state, drop=drop, error=error, output=realised)
+    decision = LoadDecision(drop=drop, load=stats.load, capacity=h, estimated_delay_s=delay)
+    return StepResult(new, decision)
+
+
+def rescale(config: SeamlessConfig, state: SeamlessState, factor: float) -> SeamlessState:
+    """Multiply ``H`` by ``factor`` (the class scheduler's push, Pham Eq. 6.1), within bounds."""
+    h = state.capacity * check_factor(factor)
+    return replace(state, capacity=min(max(h, config.min_capacity), config.max_capacity))
+
+
+def capacity_of(state: SeamlessState) -> float:
+    """The current headroom factor."""
+    return state.capacity

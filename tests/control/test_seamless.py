@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from spillway.control.load_manager import IntervalStats
+from spillway.control.seamless import SeamlessConfig, SeamlessState, initial_state, rescale, step
+from spillway.errors import ConfigError
+from tests.control.plants import run_one, sc_node
+
+S = IntervalStats(interval_s=0.5, load=1.5, queued_load=1.0, response_time_s=3.0)
+
+
+def test_delay_estimate_is_queued_load_over_headroom():
+    cfg = SeamlessConfig(capacity=0.5)
+    _, d = step(cfg, initial_state(cfg), S)
+    assert d.estimated_delay_s == pytest.approx(2.0)  # Eq. 4.2
+
+
+def test_headroom_follows_d_over_d_prime_after_a_window_of_shedding():
+    cfg = SeamlessConfig(capacity=0.9, target_s=2.0, period=4)
+    state = SeamlessState(capacity=0.9, drop=0.2)
+    caps = []
+    for rt in (3.0, 3.0, 2.0, 4.0):
+        state, d = step(cfg, state, replace(S, queued_load=3.0, response_time_s=rt))
+        assert d.drop > 0  # the queue is over the target: shedding stays in effect
+        caps.append(d.capacity)
+    assert caps[:3] == [0.9, 0.9, 0.9]
+    assert caps[3] == pytest.approx(0.9 * 2.0 / 3.0)  # D' = mean(3, 3, 2, 4) = 3
+    assert state.window == 0 and state.shedding_periods == 0
+
+
+def test_periods_without_shedding_do_not_count():
+    cfg = SeamlessConfig(capacity=0.9, period=4)
+    state = SeamlessState(capacity=0.9, drop=0.0, window=3, shedding_periods=1, response_sum_s=5.0)
+    state, d = step(cfg, state, S)  # only 1 of 4 periods shed: the window is skipped
+    assert d.capacity == 0.9 and state.window == 0
+
+
+def test_learned_headroom_stays_within_bounds():
+    cfg = SeamlessConfig(capacity=0.5, period=1, min_capacity=0.4)
+    state = SeamlessState(capacity=0.5, drop=0.5)
+    _, d = step(cfg, state, replace(S, response_time_s=100.0))
+    assert d.capacity == 0.4
+    assert rescale(cfg, state, 1e-6).capacity == 0.4
+
+
+def test_learns_the_true_headroom_from_a_wrong_start_and_after_a_change():
+    """Pham Fig. 10: H starts at 0.8 (true 0.99), falls to 0.66 at 100 s; SEaMLeSS follows."""
+    run = run_one(sc_node(), "seamless", 300.0, target_s=2.0)
+    tr = run.traces[0]
+    at = {round(t, 1): c for t, c in zip(tr.time_s, tr.capacity, strict=True)}
+    assert at[95.0] == pytest.approx(0.99, rel=0.05)
+    assert at[300.0] == pytest.approx(0.66, rel=0.05)
+    assert tr.window_violation_s(150.0) <= 0.05
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        ({"target_s": -1.0}, "target_s must be a finite number > 0, got -1.0"),
+        ({"period": 0}, "period must be an int >= 1, got 0"),
+        ({"min_capacity": 0.0}, "min_capacity must be a finite number > 0, got 0.0"),
+        ({"max_capacity": 1e-4}, r"max_capacity must be a finite number >= 0.001, got 0.0001"),
+        ({"capacity": 100.0}, r"capacity must be a finite number >= 0.001 and <= 64, got 100.0"),
+    ],
+)
+def test_config_errors(settings, match):
+    with pytest.raises(ConfigError, match=match):
+        SeamlessConfig(**settings)
