@@ -59,7 +59,9 @@ asked for is the overload it measures. Two rules keep ``C`` honest:
 - so another round runs, at the rate that makes one interval's arrivals a batch of ``n*`` rows
   (at most :data:`CALIBRATION_STEP` times the rate before), until a round has batches at the
   operating point (:data:`NEAR_OPERATING_POINT`); their rows over their batch time is ``C``,
-  measured rather than fitted (at most :data:`CALIBRATION_ROUNDS` rounds).
+  measured rather than fitted (at most :data:`CALIBRATION_ROUNDS` rounds). Once a round's
+  batches reached ``n*`` (the fit is local), the next one admits every interval as it comes, so
+  its batches are all about ``n*`` rows.
 
 Finally every query's rate is multiplied by ``overload · C / R`` (``R`` the configured total
 rate), fixed from then on (arrivals never follow processing), and the node starts afresh (new
@@ -141,9 +143,9 @@ MIN_CALIBRATION_BATCHES = 5
 WARMUP_BATCHES = 2
 
 #: At most this many calibration rounds; each runs at most :data:`CALIBRATION_STEP` times the
-#: rate of the one before (a node at 400 tuples/s reaches 4 million in four steps).
+#: rate of the one before (a node at 400 tuples/s reaches 3 million in three steps).
 CALIBRATION_ROUNDS = 5
-CALIBRATION_STEP = 10.0
+CALIBRATION_STEP = 20.0
 
 #: Batches whose rows are within this share of the operating point ``n*`` measure the capacity
 #: directly (rows over batch time), without the fit.
@@ -349,7 +351,7 @@ class Node:
         root.mkdir(parents=True, exist_ok=True)
         return root
 
-    def _launch(self, phase: str, *, calibrating: bool = False) -> None:
+    def _launch(self, phase: str, *, calibrating: bool = False, vary: bool = True) -> None:
         self._phase = phase
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
@@ -401,8 +403,10 @@ class Node:
         )
         for plan, state in self._carry_costs.items():
             controller.set_cost_state(plan, state)
-        if calibrating:
-            controller.set_calibration(_calibration_hold(controller))
+        if calibrating:  # admit everything; vary batch sizes unless measuring at one size
+            controller.set_calibration(
+                _calibration_hold(controller) if vary else (lambda k_last, k: False)
+            )
         self._controller = controller
         self._server = ControlServer(controller.handle)
         names = {p.name: f"spillway-{p.name}-{id(self):x}" for p in plans}
@@ -593,12 +597,15 @@ class Node:
         total = sum(q.rate * q.n_sources for q in cfg.queries)
         rounds: list[dict[str, Any]] = []
         scale = 1.0
+        vary = True
         began = time.monotonic()
         self._calibration_rounds = rounds
         for r in range(CALIBRATION_ROUNDS):
             self._scale = scale
             share = 0.5 if r == 0 else 0.25
-            states, batches = self._calibration_round(f"calibrate-{r}", share * cfg.calibrate_s)
+            states, batches = self._calibration_round(
+                f"calibrate-{r}", share * cfg.calibrate_s, vary=vary
+            )
             self._carry_costs = dict(states)
             rnd = calibration_round_capacity(
                 states,
@@ -624,7 +631,10 @@ class Node:
             if rnd["batches_at_operating_point"] >= 2:
                 break  # measured at the operating point itself
             # Measure again at the operating point: one interval's arrivals make a batch of n*
-            # rows (at most CALIBRATION_STEP times the rate of this round).
+            # rows (at most CALIBRATION_STEP times the rate of this round). Once the fit is
+            # local (this round's batches reached n*), that round keeps every batch at one
+            # interval of arrivals: batches of n* rows, measured directly.
+            vary = rnd["largest_batch"] < rnd["operating_rows"]
             need = rnd["operating_rows"] / cfg.trigger_s / total
             scale = min(scale * CALIBRATION_STEP, need)
         cap = rounds[-1]["capacity_tuples_per_s"]
@@ -642,11 +652,12 @@ class Node:
         }
 
     def _calibration_round(
-        self, phase: str, min_s: float
+        self, phase: str, min_s: float, vary: bool = True
     ) -> tuple[dict[str, CostModelState], list[dict[str, Any]]]:
         """Run the plan at the current rate scale, nothing shed, for at least ``min_s`` and
-        :attr:`calibration_min_batches` measured batches; the cost states and the batches."""
-        self._launch(phase, calibrating=True)
+        :attr:`calibration_min_batches` measured batches (batch sizes varied unless ``vary``
+        is False); the cost states and the batches."""
+        self._launch(phase, calibrating=True, vary=vary)
         try:
             start = time.monotonic()
             give_up = start + 4 * min_s + 60.0
