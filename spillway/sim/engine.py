@@ -13,8 +13,10 @@ Every step ``k`` (time ``t = k · interval``) runs, in this order:
    query's Eq. 4 over ``[t - STW, t)`` and sends the update; a node sees an update
    ``coord_delay`` later.
 4. **Decisions.** A node that is down loses its input. Otherwise its cost model
-   (:mod:`spillway.control.cost_model`, fitted from its own processing times) gives the budget
-   of the interval (:func:`spillway.control.node_budget`), the overload detector
+   (:mod:`spillway.control.cost_model`: overhead, per kept and per arrived tuple, fitted from
+   its own processing times and the tuples each interval covered) gives the budget of the
+   interval net of what its arrivals cost (:func:`spillway.control.node_budget`), the overload
+   detector
    (:func:`spillway.control.detect`) says whether to shed, and if so the policy's
    ``decide(Backlog, capacity)`` chooses the keep count of every lane (THEMIS §6: "discards
    batches until the remaining IB tuples = c"). The Backlog's ``query_sic`` is the local
@@ -24,8 +26,8 @@ Every step ``k`` (time ``t = k · interval``) runs, in this order:
    ``c`` every interval).
 5. **Processing.** Kept tuples are processed during ``[t, t + interval)``; their SIC adds to
    their fragment's open window. The processing time the node's cost model sees is the true
-   cost of the node (``1 / capacity`` per tuple) with seeded noise; an overrun is carried into
-   the next interval's budget.
+   cost of the node (``1 / capacity`` per kept tuple, nothing per shed one: THEMIS's model)
+   with seeded noise; an overrun is carried into the next interval's budget.
 6. **Windows.** When a window closes, each fragment emits ``rows_out`` rows carrying its
    window's SIC (THEMIS Eq. 3 via :func:`spillway.quality.propagation.spread`), replicated
    (each copy ``1/k``, :func:`~spillway.quality.propagation.replicate`) or partitioned
@@ -296,7 +298,9 @@ class Simulation:
                 total = int(cnt.sum())
                 node = nodes[n]
                 est = estimate(node.cost)
-                budget = node_budget({_PLAN: est}, interval_s=step_s, headroom=cfg.headroom)
+                budget = node_budget(
+                    {_PLAN: est}, interval_s=step_s, headroom=cfg.headroom, arrived={_PLAN: total}
+                )
                 avail = max(0.0, budget.available_s - node.carry_s)
                 cap = avail / est.per_tuple_s
                 per_node["cap"][n] += cap / step_s
@@ -331,7 +335,7 @@ class Simulation:
                     else 1.0
                 )
                 duration = processed * node.per_tuple_s * noise
-                node.cost = observe(node.cost_config, node.cost, processed, duration)
+                node.cost = observe(node.cost_config, node.cost, processed, duration, total)
                 node.carry_s = max(0.0, node.carry_s + duration - step_s)
                 per_node["util"][n] += duration / step_s
             # 5. accounting and processing
