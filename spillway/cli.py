@@ -47,6 +47,7 @@ from spillway.bench.command import BENCHMARKS, run_benchmarks
 from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
+from spillway.kafka.cli import add_kafka_commands
 from spillway.live import LiveWriter
 from spillway.progress import to_stream
 from spillway.sim.command import add_parser as add_simulate_parser
@@ -169,9 +170,12 @@ examples:
   spillway experiment --help                     # lists the experiments
   spillway bench --quick --out runs/bench
   spillway simulate --nodes 18 --fragments 2000 --minutes 5 --out runs/sim
+  spillway kafka up                              # a local Kafka broker; 'spillway kafka --help'
+  spillway produce clicks --rate 10000           # a feed into a Kafka topic at a rate profile
 
-Each command writes a report folder (summary.json, CSV, PNG plots, report.md) and prints its
-path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help' for more.
+run, experiment, bench and simulate write a report folder (summary.json, CSV, PNG plots, report.md) and
+print its path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help'
+for more.
 """
 
 _RUN_EPILOG = """\
@@ -312,6 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _overwrite_option(bench)
     _overwrite_option(add_simulate_parser(sub, positive=_positive_float, seed=_seed))
+    add_kafka_commands(sub)  # kafka up|down|status|topics|fetch, produce: spillway/kafka/cli.py
     return parser
 
 
@@ -556,6 +561,8 @@ def main(argv: Sequence[str] | None = None, *, node_factory: NodeFactory | None 
             out = _out_dir(args.out, f"simulate-{_utc_stamp()}", overwrite=args.overwrite)
             print(cmd_simulate(args, out))
             return EXIT_OK
+        if getattr(args, "handler", None) is not None:  # commands registered with a handler
+            return int(args.handler(args))
         return cmd_bench(args)
     except RunFailedError as e:
         print("spillway: error: " + " ".join(str(e).split()), file=sys.stderr)
