@@ -47,6 +47,7 @@ from spillway.bench.command import BENCHMARKS, run_benchmarks
 from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
+from spillway.federation.command import add_coordinator_command
 from spillway.kafka.cli import add_kafka_commands
 from spillway.live import LiveWriter
 from spillway.progress import to_stream
@@ -172,6 +173,7 @@ examples:
   spillway simulate --nodes 18 --fragments 2000 --minutes 5 --out runs/sim
   spillway kafka up                              # a local Kafka broker; 'spillway kafka --help'
   spillway produce clicks --rate 10000           # a feed into a Kafka topic at a rate profile
+  spillway coordinator spillway/examples/federation.toml   # a federation's query coordinator
 
 run, experiment, bench and simulate write a report folder (summary.json, CSV, PNG plots, report.md) and
 print its path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help'
@@ -317,6 +319,7 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_option(bench)
     _overwrite_option(add_simulate_parser(sub, positive=_positive_float, seed=_seed))
     add_kafka_commands(sub)  # kafka up|down|status|topics|fetch, produce: spillway/kafka/cli.py
+    add_coordinator_command(sub)  # coordinator FED.toml: spillway/federation/command.py
     return parser
 
 
