@@ -92,6 +92,21 @@ class NodeUpdate:
         ------
         ConfigError
             A query this update does not carry (it has no fragment on this node).
+
+        Examples
+        --------
+        A node whose two fragments belong to queries 3 and 0, with nothing admitted yet: its
+        projection before deciding is the update's ``sic / ceiling`` (THEMIS §6).
+
+        >>> from spillway.quality import LocalProjection
+        >>> from spillway.quality.sic import StwConfig
+        >>> u = NodeUpdate(node=0, as_of=10.0, queries=np.array([0, 3]),
+        ...                sic=np.array([0.3, 0.2]), ceiling=np.array([1.0, 0.5]),
+        ...                lost_nodes=(2,), orphaned=np.array([], dtype=np.int64))
+        >>> sic, ceiling = u.for_queries([3, 0])
+        >>> p = LocalProjection(StwConfig(stw_s=4.0, slide_s=1.0), n_queries=2, lag_s=1.0)
+        >>> p.base(11.0, sic=sic, as_of=u.as_of, ceiling=ceiling).round(3).tolist()
+        [0.4, 0.3]
         """
         ids = np.atleast_1d(np.asarray(query_ids, dtype=np.int64))
         pos = np.searchsorted(self.queries, ids)
