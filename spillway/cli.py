@@ -175,9 +175,9 @@ examples:
   spillway produce clicks --rate 10000           # a feed into a Kafka topic at a rate profile
   spillway coordinator spillway/examples/federation.toml   # a federation's query coordinator
 
-run, experiment, bench and simulate write a report folder (summary.json, CSV, PNG plots, report.md) and
-print its path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help'
-for more.
+run, experiment, bench and simulate write a report folder (summary.json, CSV, PNG plots,
+report.md) and print its path last. Errors are one line on stderr with exit code 2; 'spillway
+COMMAND --help' for more.
 """
 
 _RUN_EPILOG = """\
@@ -321,6 +321,22 @@ def build_parser() -> argparse.ArgumentParser:
     add_kafka_commands(sub)  # kafka up|down|status|topics|fetch, produce: spillway/kafka/cli.py
     add_coordinator_command(sub)  # coordinator FED.toml: spillway/federation/command.py
     return parser
+
+
+def _dead_letter_counts(node: Any) -> dict[str, dict[str, int]] | None:
+    """Per query reading a log, its records set aside (None for a node without them)."""
+    dead = getattr(node, "dead_letters", None)
+    return dead.counts() if dead is not None and hasattr(dead, "counts") else None
+
+
+def _log_lag(node: Any) -> dict[str, dict[str, int]] | None:
+    """Per query reading a log, its consumer lag per partition now (None when the node has
+    no controller or the log cannot be read any more)."""
+    try:
+        ctl = getattr(node, "controller", None)
+        return dict(ctl.log_lag()) if ctl is not None and hasattr(ctl, "log_lag") else None
+    except SpillwayError:  # not started, or the broker is gone
+        return None
 
 
 def _overwrite_option(p: argparse.ArgumentParser) -> None:
@@ -491,6 +507,8 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
         failure=failure if failed is not None else None,
         calibration=getattr(node, "calibration", None),
         feeds_end_s=getattr(node, "feeds_end_s", None),
+        dead_letters=_dead_letter_counts(node),
+        log_lag=_log_lag(node),
     )
     print(report)
     if failed is not None:
