@@ -559,8 +559,9 @@ _NOTES = (
     "measured with all of them running, and a producer that cannot reach its rate lowers the "
     "overload actually run (`overload_measured`, `achieved_rate`).\n"
     "- A log's kept records are read as a few contiguous runs per partition "
-    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD reads "
-    "the keys of every waiting record on the driver to count its groups.\n"
+    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD counts a "
+    "log lane's groups from a bounded sample on the driver, and its executors read the whole "
+    "range of a lane it decides per group.\n"
     "- Plain Spark here is Spark's own Kafka source with no `maxOffsetsPerTrigger`: every "
     "batch takes all that arrived, as a user without spillway would run it."
 )
