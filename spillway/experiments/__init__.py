@@ -50,12 +50,28 @@ Registered:
   uniform and cod shedding on the taxi, tasks and packets workloads;
 - ``cod-latency`` (:mod:`~spillway.experiments.cod_latency`): CoD Figs. 7-8, window latency and
   rows/s of normal processing, uniform and cod shedding of a grouped query on Spark;
+- ``overload`` (:mod:`~spillway.experiments.overload`): every policy at 3x and 10x overload on
+  generated feeds and on Kafka topics produced live, beside plain Spark's Kafka source;
 - ``sic-correlation`` (:mod:`~spillway.experiments.sic_correlation`): THEMIS Figs. 6-7 / DISSP
   §6, SIC against result error on Spark with a random shedder as load rises;
 - ``single-node-fairness`` (:mod:`~spillway.experiments.single_node_fairness`): THEMIS Fig. 8,
   Jain's index of BALANCE-SIC and random shedding as queries are added;
 - ``stw-validation`` (:mod:`~spillway.experiments.stw_validation`): THEMIS §7, mean SIC of
   underloaded TOP-5 queries with a 10 s and a 100 s source time window.
+
+Simulated federations (:mod:`spillway.sim`, no Spark; shared parts in
+:mod:`~spillway.experiments._simulated`):
+
+- ``federated-fairness`` (:mod:`~spillway.experiments.federated_fairness`): THEMIS Fig. 10,
+  BALANCE-SIC vs random on 18 nodes with 1-6 fragments per query;
+- ``shedding-interval`` (:mod:`~spillway.experiments.shedding_interval`): THEMIS Fig. 9;
+- ``fragment-mix`` (:mod:`~spillway.experiments.fragment_mix`): THEMIS Fig. 11;
+- ``scalability`` (:mod:`~spillway.experiments.scalability`): THEMIS Figs. 12-13;
+- ``wan-burst`` (:mod:`~spillway.experiments.wan_burst`): THEMIS Fig. 14;
+- ``related-work`` (:mod:`~spillway.experiments.related_work`): THEMIS §7.5, the FIT LP
+  (HiGHS) and a log-utility optimum against BALANCE-SIC;
+- ``overhead`` (:mod:`~spillway.experiments.overhead`): THEMIS §7.6, decision time;
+- ``cost-quality`` (:mod:`~spillway.experiments.cost_quality`): DISSP §6.4, Fig. 6.11.
 
 Examples
 --------
@@ -66,7 +82,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -78,9 +94,18 @@ from spillway.experiments import (
     cod_accuracy,
     cod_drift,
     cod_latency,
+    cost_quality,
+    federated_fairness,
+    fragment_mix,
+    overhead,
+    overload,
+    related_work,
+    scalability,
+    shedding_interval,
     sic_correlation,
     single_node_fairness,
     stw_validation,
+    wan_burst,
 )
 
 #: Registry: experiment name → module (see the module docstring for the contract).
@@ -88,9 +113,18 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "cod-drift": cod_drift,
     "cod-accuracy": cod_accuracy,
     "cod-latency": cod_latency,
+    "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,
     "stw-validation": stw_validation,
+    "federated-fairness": federated_fairness,
+    "shedding-interval": shedding_interval,
+    "fragment-mix": fragment_mix,
+    "scalability": scalability,
+    "wan-burst": wan_burst,
+    "related-work": related_work,
+    "overhead": overhead,
+    "cost-quality": cost_quality,
 }
 
 

@@ -200,7 +200,7 @@ from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.quality.stw_account import SourceTimeAccount
-from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset
+from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset, select_kept_runs
 from spillway.status import IntervalRecord
 
 CLOCKS = ("wall", "logical")
@@ -213,6 +213,30 @@ DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
 
 #: The capacity reach looks at this many of a plan's latest measured batches.
 REACH_BATCHES = 20
+
+#: A log lane's groups are counted from at most this many of its waiting records, scaled to the
+#: lane (a per-group policy on a Kafka partition: fetching and parsing the whole backlog on the
+#: driver at every decision would cost more than the batch; CoD's estimates are per group).
+LOG_GROUP_SAMPLE = 20_000
+
+_SAMPLE_KEY = 0x5A3B1E
+
+
+def scaled_counts(counts: np.ndarray, total: int) -> np.ndarray:
+    """Sample counts scaled to ``total`` (largest remainders, so they sum to it exactly).
+
+    >>> scaled_counts(np.array([3, 1]), 10).tolist()
+    [8, 2]
+    >>> int(scaled_counts(np.array([1, 1, 1]), 10).sum())
+    10
+    """
+    c = np.asarray(counts, dtype=np.float64)
+    exact = c * (total / c.sum()) if c.sum() > 0 else c
+    out = np.floor(exact).astype(np.int64)
+    short = int(total - out.sum())
+    if short > 0:
+        out[np.argsort(-(exact - out), kind="stable")[:short]] += 1
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -646,6 +670,12 @@ class NodeController:
         self._query_t_us = np.zeros(self.n_queries, dtype=np.int64)
         #: Per query, (origin, speed) of its feed's own event clock, or None (the node's clock).
         self._event_clock = [q.feed.event_clock() for q in self._queries]
+        #: Per query, how late its records may arrive (µs): a log's windows are decided that
+        #: long after they end, so records still on their way are not late (Feed.lateness_s).
+        self._lateness_us = np.array(
+            [int(round(float(getattr(q.feed, "lateness_s", 0.0)) * 1e6)) for q in self._queries],
+            dtype=np.int64,
+        )
         account = getattr(self.coordinator, "account", None)
         #: SIC mass by source time (arrived, admitted and, with a coordinator, results).
         self.account: SourceTimeAccount = (
@@ -832,7 +862,8 @@ class NodeController:
 
     def _t_end_us(self, k: int, qids: np.ndarray) -> np.ndarray:
         """Feed time (µs) the decision at boundary ``k`` decides the queries ``qids`` up to:
-        the last end of each query's window at or before ``k · trigger``. Windows are aligned
+        the last end of each query's window at or before ``k · trigger`` (less the feed's
+        ``lateness_s``: a log's window is decided once its late records had time to arrive). Windows are aligned
         to multiples of their length in Unix time (as the sink and Spark's ``window`` compute
         them), not to the epoch, which is only on the trigger's grid; 0 before the first
         window end after the epoch (the first window holds what arrived since the epoch).
@@ -840,7 +871,8 @@ class NodeController:
         arrival time (rounded down to µs) of the last window end in its event time."""
         w = self.query_window_us[qids]
         e = self.epoch_us
-        out = np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        now = e + k * self.config.trigger_us - self._lateness_us[qids]
+        out = np.maximum((now // w) * w - e, 0)
         for j, q in enumerate(qids.tolist()):
             clock = self._event_clock[q]
             if clock is not None:
@@ -1114,7 +1146,7 @@ class NodeController:
                 continue
             feed = self._queries[int(self.lane_query[lane])].feed
             src = int(self.lane_source[lane])
-            idx = np.arange(a, b, dtype=np.int64)
+            idx = self._scan_index(lane, a, b)
             values = None
             if stats:
                 payload = feed.payload(src, idx)
@@ -1125,13 +1157,15 @@ class NodeController:
             if keys is not None:
                 uniq, cnt, inv = _group_counts(keys, inverse=values is not None)
             else:
-                uniq, cnt = np.zeros(1, np.int64), np.array([b - a], np.int64)
-                inv = np.zeros(b - a, np.int64)
+                uniq, cnt = np.zeros(1, np.int64), np.array([idx.size], np.int64)
+                inv = np.zeros(idx.size, np.int64)
             mean = var = np.zeros(uniq.size)
             if values is not None and inv is not None:
                 mean = np.bincount(inv, weights=values, minlength=uniq.size) / cnt
                 dev = values - mean[inv]
                 var = np.bincount(inv, weights=dev * dev, minlength=uniq.size) / cnt
+            if idx.size < b - a:  # a sample of a log's lane: its counts scaled to the lane
+                cnt = scaled_counts(cnt, b - a)
             parts.append((lane, uniq, cnt.astype(np.int64), mean, var))
         lane_arr = np.concatenate([np.full(p[1].size, p[0], np.int64) for p in parts])
         return _Units(
@@ -1275,6 +1309,27 @@ class NodeController:
             return self.account.measured(float(until_s.max()) if until_s.size else None)
         return self.account.fraction(until_s - self.config.stw_s, until_s, numerator="admitted")
 
+    def log_lag(self) -> dict[str, dict[str, int]]:
+        """Per query reading a log: per partition (``topic/partition``), the records in the log
+        that Spark has not processed yet (the log's end minus the end of the last batch Spark
+        acknowledged): consumer lag. Queries of generated feeds are left out.
+
+        Raises
+        ------
+        KafkaClientError
+            The log's ends cannot be read (the broker is down).
+        """
+        processed = np.zeros(len(self.lane_query), dtype=np.int64)
+        for st in self._plans.values():
+            if st.acked_end is not None and len(st.acked_end) == len(st.lanes):
+                processed[st.lanes] = st.acked_end
+        out: dict[str, dict[str, int]] = {}
+        for q in self._queries:
+            lag = getattr(q.feed, "lag", None)
+            if getattr(q.feed, "log", False) and callable(lag):
+                out[q.name] = lag(processed[self._query_lanes[q.query_id]])
+        return out
+
     def cost_estimates(self) -> dict[str, Any]:
         """Current fitted cost (:class:`~spillway.control.CostEstimate`) of every plan."""
         with self._lock:
@@ -1371,8 +1426,11 @@ class NodeController:
                 if j in g.groups:
                     parts.append(g.groups[j])
                 elif g.end[j] > g.start[j]:
-                    keys = self._lane_keys(int(st.lanes[j]), int(g.start[j]), int(g.end[j]))
-                    u, c = np.unique(keys, return_counts=True)
+                    lane, a, b = int(st.lanes[j]), int(g.start[j]), int(g.end[j])
+                    idx = self._scan_index(lane, a, b)
+                    u, c = np.unique(self._lane_keys(lane, idx), return_counts=True)
+                    if idx.size < b - a:
+                        c = scaled_counts(c, b - a)
                     parts.append((u, c, c))
             if len(parts) == 1:
                 u, c, kp = parts[0]
@@ -1388,12 +1446,19 @@ class NodeController:
                 )
         return out
 
-    def _lane_keys(self, lane: int, lo: int, hi: int) -> np.ndarray:
+    def _lane_keys(self, lane: int, idx: np.ndarray) -> np.ndarray:
         feed = self._queries[int(self.lane_query[lane])].feed
-        return np.asarray(
-            feed.keys(int(self.lane_source[lane]), np.arange(lo, hi, dtype=np.int64)),
-            dtype=np.int64,
-        )
+        return np.asarray(feed.keys(int(self.lane_source[lane]), idx), dtype=np.int64)
+
+    def _scan_index(self, lane: int, lo: int, hi: int) -> np.ndarray:
+        """The tuples of ``[lo, hi)`` whose keys a per-group decision scans: all of them, or
+        for a log (records are fetched and parsed to be scanned) at most
+        :data:`LOG_GROUP_SAMPLE`, read as a few runs spread over the range
+        (:func:`~spillway.spark.source.select_kept_runs`)."""
+        feed = self._queries[int(self.lane_query[lane])].feed
+        if getattr(feed, "log", False) and hi - lo > LOG_GROUP_SAMPLE:
+            return select_kept_runs(lo, hi, LOG_GROUP_SAMPLE, _SAMPLE_KEY ^ lane, runs=64)
+        return np.arange(lo, hi, dtype=np.int64)
 
     # ---------------------------------------------------------------------------- measuring
 

@@ -363,6 +363,7 @@ class Node:
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
         logs: dict[str, str | None] = {}
+        dead_topics: dict[str, Any] = {}
         for layout in self._layout:
             queries = []
             for i in layout.query_ids:
@@ -371,6 +372,9 @@ class Node:
                 feed = make_feed(q.feed, **settings)
                 if feed.log:
                     logs[q.name] = feed.dead_letter
+                    writer = feed.dead_letter_writer()
+                    if writer is not None:
+                        dead_topics[q.name] = writer
                 self._feed_ends[q.name] = feed.end_s()
                 if feed.text_keys:
                     self._key_texts[q.name] = feed.key_texts()
@@ -401,7 +405,12 @@ class Node:
             clock=self._mode,
             capacity_tuples=cap,
         )
-        self.store = ResultStore()
+        root = self._checkpoint_root(phase)
+        # With a checkpoint directory the run's results are kept beside Spark's offset log, so
+        # a driver restarted from it still has the batches it finished (a replayed batch
+        # replaces its own rows).
+        keep = cfg.checkpoint_dir is not None and not calibrating
+        self.store = ResultStore(root / "results.csv", resume=True) if keep else ResultStore()
         clocks: list[tuple[float, float] | None] = [None] * len(cfg.queries)
         for p in plans:
             for pq in p.queries:
@@ -432,12 +441,13 @@ class Node:
         names = {p.name: f"spillway-{p.name}-{id(self):x}" for p in plans}
         self._listener = ProgressListener(controller, {v: k for k, v in names.items()})
         self.spark.streams.addListener(self._listener)
-        root = self._checkpoint_root(phase)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
         self.dead_letters = DeadLetters(
             [q.name for q in cfg.queries],
             folders={n: f for n, f in logs.items() if f is not None},
+            topics=dead_topics,
+            logs=list(logs),
         )
         self._sinks = {
             p.name: ResultSink(
@@ -943,7 +953,8 @@ def calibration_round_capacity(
     """
     est = [estimate(st) for st in states.values()]
     overhead = sum(e.overhead_s for e in est)
-    per_tuple = float(np.mean([e.per_tuple_s for e in est])) if est else math.nan
+    # nothing is shed while calibrating: an admitted tuple costs its kept and its arrived part
+    per_tuple = float(np.mean([e.per_tuple_s + e.per_arrived_s for e in est])) if est else math.nan
     span = batch_span(overhead, trigger_s, headroom, limit=ControllerConfig().span_limit)
     budget = headroom * span * trigger_s
     rows = (budget - overhead) / per_tuple if per_tuple > 0 else math.inf
