@@ -34,12 +34,15 @@ Examples
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from spillway.errors import SpillwayError
 
 #: An observer of a node: ``observer(phase, event)``.
 Observer = Callable[[str, Any], None]
@@ -132,10 +135,13 @@ def notify(observers: Iterable[Callable[[Any], None]], event: Any) -> list[str]:
 
 def bind_phase(observers: list[Observer], phase: str) -> Callable[[Any], None]:
     """One callable ``forward(event)`` that calls every observer as ``observer(phase, event)``
-    (the list is read at each call, so observers added later are called too)."""
+    (the list is read at each call, so observers added later are called too). Every observer
+    is called; if some raised, ``forward`` then raises one :class:`SpillwayError` naming them.
+    """
 
     def forward(event: Any) -> None:
-        for observer in list(observers):
-            observer(phase, event)
+        errors = notify([functools.partial(o, phase) for o in list(observers)], event)
+        if errors:
+            raise SpillwayError(f"node observers failed in phase {phase!r}: {'; '.join(errors)}")
 
     return forward
