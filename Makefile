@@ -5,9 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test lint typecheck unit bench clean java setup properties
+.PHONY: run test lint typecheck unit bench clean java setup properties browser
 
-setup: $(STAMP) java
+UI_STAMP := spillway/ui/static/vendor/.bundled
+
+setup: $(STAMP) java $(UI_STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) scripts/check_python.py
@@ -19,6 +21,15 @@ $(STAMP): pyproject.toml
 java:
 	@sh scripts/check_java.sh
 
+# The dashboard's chart library, bundled from web/package-lock.json (never fetched at run time).
+$(UI_STAMP): web/package.json web/package-lock.json scripts/bundle_ui.sh
+	@sh scripts/bundle_ui.sh
+	@touch $@
+
+# Debian's Chromium for the dashboard's browser test (installed with apt-get when missing).
+browser:
+	@sh scripts/check_browser.sh
+
 run: setup
 	$(BIN)/spillway run $(ARGS)
 
@@ -29,7 +40,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: setup
+unit: setup browser
 	$(BIN)/python -m pytest -q -m "not slow" --timeout=900
 
 test: lint typecheck unit
@@ -45,4 +56,5 @@ bench: setup
 	$(BIN)/spillway bench --quick --out runs/bench
 
 clean:
-	rm -rf $(VENV) runs spark-warehouse .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs spark-warehouse .pytest_cache .mypy_cache .ruff_cache web/node_modules \
+		spillway/ui/static/vendor
