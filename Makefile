@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test lint typecheck unit bench clean java setup properties browser
+.PHONY: run test lint typecheck unit bench clean java setup properties browser readme
 
 UI_STAMP := spillway/ui/static/vendor/.bundled
 
@@ -51,6 +51,11 @@ properties: setup
 	rm -rf runs/properties
 	SPILLWAY_PROPERTY_CONFIGS=32 SPILLWAY_PROPERTY_OUT=runs/properties \
 		$(BIN)/python -m pytest -q tests/properties --timeout=3600
+
+# The README's and examples' longer commands, shortened (a few minutes; make test runs the
+# example node as shipped and the quick ones).
+readme: setup
+	$(BIN)/python -m pytest -q -m readme tests/cli/test_readme_commands.py --timeout=3600
 
 bench: setup
 	$(BIN)/spillway bench --quick --out runs/bench
