@@ -56,8 +56,12 @@ asked for is the overload it measures. Two rules keep ``C`` honest:
   round's batches (the first :data:`WARMUP_BATCHES` of a streaming query left out). A fit from
   batches far below ``n*`` extrapolates (measured here: 3,000 rows/s fitted 1e-9 s a tuple, a
   "capacity" of 485 million rows/s), so the bound refuses to report more than was seen;
-- so another round runs, at up to :data:`CALIBRATION_STEP` times the rate, until the largest
-  batch of a round reached ``n*`` (at most :data:`CALIBRATION_ROUNDS` rounds).
+- so another round runs, at the rate that makes one interval's arrivals a batch of ``n*`` rows
+  (at most :data:`CALIBRATION_STEP` times the rate before), until a round has batches at the
+  operating point (:data:`NEAR_OPERATING_POINT`); their rows over their batch time is ``C``,
+  measured rather than fitted (at most :data:`CALIBRATION_ROUNDS` rounds). Once a round's
+  batches reached ``n*`` (the fit is local), the next one admits every interval as it comes, so
+  its batches are all about ``n*`` rows.
 
 Finally every query's rate is multiplied by ``overload · C / R`` (``R`` the configured total
 rate), fixed from then on (arrivals never follow processing), and the node starts afresh (new
@@ -141,9 +145,13 @@ MIN_CALIBRATION_BATCHES = 5
 WARMUP_BATCHES = 2
 
 #: At most this many calibration rounds; each runs at most :data:`CALIBRATION_STEP` times the
-#: rate of the one before (a node at 400 tuples/s reaches 4 million in four steps).
+#: rate of the one before (a node at 400 tuples/s reaches 3 million in three steps).
 CALIBRATION_ROUNDS = 5
-CALIBRATION_STEP = 10.0
+CALIBRATION_STEP = 20.0
+
+#: Batches whose rows are within this share of the operating point ``n*`` measure the capacity
+#: directly (rows over batch time), without the fit.
+NEAR_OPERATING_POINT = (0.7, 1.4)
 
 
 class PlanLayout(NamedTuple):
@@ -348,7 +356,7 @@ class Node:
         root.mkdir(parents=True, exist_ok=True)
         return root
 
-    def _launch(self, phase: str, *, calibrating: bool = False) -> None:
+    def _launch(self, phase: str, *, calibrating: bool = False, vary: bool = True) -> None:
         self._phase = phase
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
@@ -400,8 +408,10 @@ class Node:
         )
         for plan, state in self._carry_costs.items():
             controller.set_cost_state(plan, state)
-        if calibrating:
-            controller.set_calibration(_calibration_hold(controller))
+        if calibrating:  # admit everything; vary batch sizes unless measuring at one size
+            controller.set_calibration(
+                _calibration_hold(controller) if vary else (lambda k_last, k: False)
+            )
         self._controller = controller
         if self.observers:
             controller.observers.append(bind_phase(self.observers, phase))
@@ -596,12 +606,15 @@ class Node:
         total = sum(q.rate * q.n_sources for q in cfg.queries)
         rounds: list[dict[str, Any]] = []
         scale = 1.0
+        vary = True
         began = time.monotonic()
         self._calibration_rounds = rounds
         for r in range(CALIBRATION_ROUNDS):
             self._scale = scale
             share = 0.5 if r == 0 else 0.25
-            states, batches = self._calibration_round(f"calibrate-{r}", share * cfg.calibrate_s)
+            states, batches = self._calibration_round(
+                f"calibrate-{r}", share * cfg.calibrate_s, vary=vary
+            )
             self._carry_costs = dict(states)
             rnd = calibration_round_capacity(
                 states,
@@ -624,16 +637,20 @@ class Node:
                     f"{ControllerConfig().span_limit} trigger intervals (headroom "
                     f"{cfg.headroom:g} x {cfg.trigger_s:g} s); raise trigger_s"
                 )
-            if rnd["largest_batch"] >= rnd["operating_rows"]:
-                break
-            # The batches stayed below the operating point: measure again closer to it.
+            if rnd["batches_at_operating_point"] >= 2:
+                break  # measured at the operating point itself
+            # Measure again at the operating point: one interval's arrivals make a batch of n*
+            # rows (at most CALIBRATION_STEP times the rate of this round). Once the fit is
+            # local (this round's batches reached n*), that round keeps every batch at one
+            # interval of arrivals: batches of n* rows, measured directly.
+            vary = rnd["largest_batch"] < rnd["operating_rows"]
             need = rnd["operating_rows"] / cfg.trigger_s / total
-            scale = min(scale * CALIBRATION_STEP, max(scale, need))
+            scale = min(scale * CALIBRATION_STEP, need)
         cap = rounds[-1]["capacity_tuples_per_s"]
         self._scale = cfg.overload * cap / total
         self._calibration = {
             "capacity_tuples_per_s": cap,
-            "reached_operating_point": rounds[-1]["largest_batch"] >= rounds[-1]["operating_rows"],
+            "reached_operating_point": rounds[-1]["batches_at_operating_point"] >= 2,
             "configured_rate": total,
             "scale": self._scale,
             "target_rate": cfg.overload * cap,
@@ -644,11 +661,12 @@ class Node:
         }
 
     def _calibration_round(
-        self, phase: str, min_s: float
+        self, phase: str, min_s: float, vary: bool = True
     ) -> tuple[dict[str, CostModelState], list[dict[str, Any]]]:
         """Run the plan at the current rate scale, nothing shed, for at least ``min_s`` and
-        :attr:`calibration_min_batches` measured batches; the cost states and the batches."""
-        self._launch(phase, calibrating=True)
+        :attr:`calibration_min_batches` measured batches (batch sizes varied unless ``vary``
+        is False); the cost states and the batches."""
+        self._launch(phase, calibrating=True, vary=vary)
         try:
             start = time.monotonic()
             give_up = start + 4 * min_s + 60.0
@@ -854,9 +872,11 @@ def calibration_round_capacity(
 ) -> dict[str, Any]:
     """What one calibration round measured (module docstring, "Overload calibration").
 
-    ``capacity_tuples_per_s`` is the fitted throughput at the operating point, at most the best
-    measured ``rows / duration`` of the round's batches (the first :data:`WARMUP_BATCHES` left
-    out; batches with no rows do not count).
+    ``capacity_tuples_per_s`` is the throughput measured on the round's batches at the operating
+    point (rows within :data:`NEAR_OPERATING_POINT` of ``n*``; at least two of them), else the
+    fitted throughput at the operating point, at most the best measured ``rows / duration`` of
+    the round's batches (the first :data:`WARMUP_BATCHES` left out; batches with no rows do not
+    count).
 
     >>> from spillway.control import CostModelConfig, initial_state, observe
     >>> cfg = CostModelConfig(warmup_batches=0)
@@ -880,12 +900,14 @@ def calibration_round_capacity(
     budget = headroom * span * trigger_s
     rows = (budget - overhead) / per_tuple if per_tuple > 0 else math.inf
     fitted = max(rows, 0.0) / budget
-    measured = [
-        b["rows"] / b["duration_s"]
-        for b in batches[WARMUP_BATCHES:]
-        if b["rows"] > 0 and b["duration_s"] > 0
-    ]
-    best = max(measured, default=0.0)
+    seen = [b for b in batches[WARMUP_BATCHES:] if b["rows"] > 0 and b["duration_s"] > 0]
+    best = max((b["rows"] / b["duration_s"] for b in seen), default=0.0)
+    lo, hi = NEAR_OPERATING_POINT
+    near = [b for b in seen if lo * rows <= b["rows"] <= hi * rows]
+    if len(near) >= 2:  # batches at the operating point: their throughput, measured
+        capacity = sum(b["rows"] for b in near) / sum(b["duration_s"] for b in near)
+    else:
+        capacity = min(fitted, best)
     return {
         "rate": float(rate),
         "batches": len(batches),
@@ -896,7 +918,8 @@ def calibration_round_capacity(
         "operating_rows": max(rows, 0.0) if math.isfinite(rows) else math.inf,
         "fitted_tuples_per_s": fitted,
         "best_batch_tuples_per_s": best,
-        "capacity_tuples_per_s": min(fitted, best),
+        "batches_at_operating_point": len(near),
+        "capacity_tuples_per_s": capacity,
     }
 
 

@@ -175,14 +175,16 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
     cfg = NodeConfig(queries=_queries(), trigger_s=1.0, overload=2.0)  # 1,200 tuples/s in all
     node = Node(cfg)
     assert node.plans == ["mixed"]
-    fits = iter([(0.4, 1e-9), (0.4, 1e-5), (0.4, 2e-5)])  # (overhead s, per-tuple s) per round
+    fits = iter([(0.4, 1e-9), (0.4, 1e-5), (0.4, 2e-5), (0.4, 2e-5)])  # per round (o, k)
     scales = []
 
-    def fake_round(phase, min_s):
-        # what the batches really cost: 0.4 s + 2e-5 s a row; two warm-up batches first
+    def fake_round(phase, min_s, vary=True):
+        # what the batches really cost: 0.4 s + 2e-5 s a row; two warm-up batches first; sizes
+        # varied (1, 2, 1, 3 intervals of arrivals) unless told to keep one interval a batch
         scales.append(node.rate_scale)
         rate = 1200.0 * node.rate_scale
-        rows = [1, 1] + [int(rate * g) for g in (1, 2, 1, 3)]
+        gaps = (1, 2, 1, 3) if vary else (1, 1, 1, 1)
+        rows = [1, 1] + [int(round(rate * g)) for g in gaps]
         batches = [{"rows": n, "duration_s": 0.4 + 2e-5 * n} for n in rows]
         overhead, per_tuple = next(fits)
         st = replace(initial_state(DEFAULT_COST_MODEL), overhead_s=overhead, per_tuple_s=per_tuple)
@@ -191,15 +193,17 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
     monkeypatch.setattr(node, "_calibration_round", fake_round)
     node._calibrate()
     # Round 1's fit extrapolates an operating point of 0.4 s / 1e-9 s = 4e8 rows; its batches
-    # (up to 3,600 rows) stayed far below, so its capacity is the best batch's 3,600 / 0.472 s
-    # and round 2 runs 10x faster (the step limit). Round 2 fits 40,000 rows and saw 36,000:
-    # round 3 runs at 40,000/s. Its batches pass the 20,000 rows of its fit: done, at the
-    # fitted 20,000 rows / 0.8 s (below its best batch, 120,000 / 2.8 s).
-    assert scales == pytest.approx([1.0, 10.0, 40_000 / 1200])
+    # (up to 3,600 rows) stayed far below, so round 2 runs 20x faster (the step limit). Round 2
+    # fits 40,000 rows and its largest batch (72,000) passed it: the fit is local, so round 3
+    # runs at 40,000/s with one interval a batch. Its fit says 20,000 rows and its batches are
+    # 40,000: round 4 runs at 20,000/s, and its batches of 20,000 rows (0.8 s each) measure the
+    # capacity itself: 25,000 rows per second of batch time.
+    assert scales == pytest.approx([1.0, 20.0, 40_000 / 1200, 20_000 / 1200])
     cal = node.calibration
     rounds = cal["rounds"]
-    assert [r["rate"] for r in rounds] == pytest.approx([1200.0, 12_000.0, 40_000.0])
-    assert rounds[0]["capacity_tuples_per_s"] == pytest.approx(3600 / 0.472)
+    assert [r["rate"] for r in rounds] == pytest.approx([1200.0, 24_000.0, 40_000.0, 20_000.0])
+    assert rounds[0]["capacity_tuples_per_s"] == pytest.approx(3600 / 0.472)  # the best batch
+    assert [r["batches_at_operating_point"] for r in rounds] == [0, 1, 0, 4]
     assert cal["capacity_tuples_per_s"] == pytest.approx(20_000 / 0.8)
     assert cal["reached_operating_point"] is True
     assert node.rate_scale == pytest.approx(2.0 * cal["capacity_tuples_per_s"] / 1200.0)
@@ -208,7 +212,7 @@ def test_calibration_rounds_measure_again_near_an_extrapolated_capacity(monkeypa
     monkeypatch.setattr(
         node,
         "_calibration_round",
-        lambda phase, min_s: (
+        lambda phase, min_s, vary=True: (
             {"mixed": replace(initial_state(DEFAULT_COST_MODEL), overhead_s=4.0)},
             [{"rows": 100, "duration_s": 4.0}] * 6,
         ),
