@@ -37,8 +37,9 @@ kept, arrival rate and latency p95 are over the STW too (:class:`~spillway.statu
 The counters count the run's tuples per source since the run began (the capacity
 measurement's are not counted); ``spillway_capacity_tuples_per_second`` is the controller's
 estimate, ``spillway_capacity_measured_tuples_per_second`` rows processed per second of
-micro-batch time over the last STW. A figure not known yet (no result, no calibration) is left
-out rather than exported as NaN. docs/grafana/spillway.json is a Grafana dashboard over them.
+micro-batch time over the last STW. Every query's and the node's series exist from the start,
+so a scrape during the capacity measurement finds them: a figure not known yet (before the
+first snapshot, no result yet, no calibration) is NaN. docs/grafana/spillway.json is a Grafana dashboard over them.
 
 Examples
 --------
@@ -106,9 +107,8 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(name, doc, labels=labels)
 
 
-def _add(metric: Any, labels: list[str], value: float) -> None:
-    if math.isfinite(value):
-        metric.add_metric(labels, float(value))
+def _add(metric: Any, labels: list[str], value: float | None) -> None:
+    metric.add_metric(labels, math.nan if value is None else float(value))
 
 
 def _query_gauges(states: list[BoardState]) -> Iterator[Metric]:
@@ -123,13 +123,15 @@ def _query_gauges(states: list[BoardState]) -> Iterator[Metric]:
         "target": _gauge("spillway_query_latency_target_seconds", "Result latency target", lab),
     }
     for st in states:
-        for q in st.snapshot.queries if st.snapshot is not None else ():
-            labels = [st.name, q.name]
-            _add(families["sic"], labels, q.sic)
-            _add(families["kept"], labels, q.kept_fraction)
-            _add(families["rate"], labels, q.arrival_rate)
-            _add(families["p95"], labels, q.latency_p95_s)
-            _add(families["target"], labels, q.latency_target_s)
+        by_name = {q.name: q for q in st.snapshot.queries} if st.snapshot is not None else {}
+        for name in st.queries:
+            labels = [st.name, name]
+            q = by_name.get(name)
+            _add(families["sic"], labels, q.sic if q else None)
+            _add(families["kept"], labels, q.kept_fraction if q else None)
+            _add(families["rate"], labels, q.arrival_rate if q else None)
+            _add(families["p95"], labels, q.latency_p95_s if q else None)
+            _add(families["target"], labels, q.latency_target_s if q else None)
     yield from families.values()
 
 
@@ -183,15 +185,13 @@ def _node_gauges(states: list[BoardState]) -> Iterator[Metric]:
     for st in states:
         lab = [st.name]
         s = st.snapshot
-        if s is not None:
-            _add(cap, lab, s.capacity_tuples_per_s)
-            _add(processed, lab, s.processed_tuples_per_s)
-            _add(util, lab, s.utilisation)
-            _add(jain, lab, s.jain)
-            _add(t, lab, s.t)
+        _add(cap, lab, s.capacity_tuples_per_s if s else None)
+        _add(processed, lab, s.processed_tuples_per_s if s else None)
+        _add(util, lab, s.utilisation if s else None)
+        _add(jain, lab, s.jain if s else None)
+        _add(t, lab, s.t if s else None)
         _add(measured, lab, st.capacity_measured_tuples_per_s)
-        if st.calibration is not None:
-            _add(cal, lab, st.calibration.capacity_tuples_per_s)
+        _add(cal, lab, st.calibration.capacity_tuples_per_s if st.calibration else None)
         for p in PHASES:
             phase.add_metric([st.name, p], 1.0 if st.phase == p else 0.0)
         policy = str(st.info.get("policy", s.policy if s is not None else ""))

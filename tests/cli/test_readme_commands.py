@@ -95,7 +95,10 @@ def test_the_example_node_runs_as_shipped_with_its_two_windows(tmp_path: Path) -
     """The shipped example: six queries, windows of 1 and 2 s, a 20 s capacity measurement
     at 2x overload; the capacity measurement shows as it happens."""
     command = "spillway run --config spillway/examples/node.toml"
-    summary = _check_run(_run(command, tmp_path), tmp_path)
+    proc = _run(command, tmp_path)
+    summary = _check_run(proc, tmp_path)
+    # the capacity measurement shows while it runs (plain lines: not a terminal here)
+    assert "spillway  measuring capacity: round 1" in proc.stdout
     proc_out = (tmp_path / "out" / "spark.log").read_text()
     assert "resolves to a loopback address" in proc_out  # the noise went to the log
     cal = summary["calibration"]

@@ -3,6 +3,8 @@ spillway's figures are in each micro-batch's StreamingQueryProgress."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from spillway.events import BatchEvent, DecisionEvent, ResultsEvent
@@ -24,9 +26,12 @@ def test_observers_see_the_run_and_progress_carries_spillways_figures(spark, tmp
     try:
         _wait_batches(node, 4)
         (query,) = [q for q in spark.streams.active if q.name and q.name.startswith("spillway-")]
-        progress = next(
-            p for p in reversed(query.recentProgress) if p.numInputRows > 0 and p.observedMetrics
-        )
+        deadline = time.monotonic() + 30
+        progress = query.lastProgress
+        while not (progress is not None and progress.numInputRows > 0):
+            assert time.monotonic() < deadline, "no micro-batch with rows in 30 s"
+            time.sleep(0.2)
+            progress = query.lastProgress
     finally:
         node.stop()
     hist = node.controller.history()  # every decision, now that the node has stopped

@@ -77,7 +77,7 @@ def test_exposition_names_labels_and_values() -> None:
     n = ("node", "node")
     assert got[("spillway_query_sic", (n, ("query", "a")))] == 0.4
     assert got[("spillway_query_kept_ratio", (n, ("query", "b")))] == 0.7
-    assert ("spillway_query_latency_p95_seconds", (n, ("query", "b"))) not in got  # NaN: left out
+    assert math.isnan(got[("spillway_query_latency_p95_seconds", (n, ("query", "b")))])  # no result
     shed = {k[1]: v for k, v in got.items() if k[0] == "spillway_tuples_shed_total"}
     assert shed == {
         (n, ("query", "a"), ("source", "0")): 60.0,
@@ -108,9 +108,11 @@ def test_one_endpoint_serves_several_nodes_by_label() -> None:
     assert nodes == {"x", "y"}
 
 
-def test_a_board_before_its_first_tick_exports_no_query_gauges() -> None:
+def test_a_board_before_its_first_tick_exports_every_series_as_nan() -> None:
     got = samples(exposition(Hub([NodeBoard("n", queries=("a",), stw_s=1.0)])))
-    assert not any(k[0] == "spillway_query_sic" for k in got)
+    assert math.isnan(got[("spillway_query_sic", (("node", "n"), ("query", "a")))])
+    assert math.isnan(got[("spillway_capacity_tuples_per_second", (("node", "n"),))])
+    assert math.isnan(got[("spillway_calibration_capacity_tuples_per_second", (("node", "n"),))])
     assert got[("spillway_node_phase", (("node", "n"), ("phase", "starting")))] == 1.0
 
 
