@@ -11,6 +11,9 @@ report folder says what ran and where it failed); 130 Ctrl-C (the node stops and
 what ran is written, also during the capacity measurement). A report folder that is not empty
 is refused unless ``--overwrite`` is given. Long commands print progress lines on standard
 error (:mod:`spillway.progress`); standard output carries the live view and the report path.
+``spillway run --ui`` and ``--metrics-port`` also show the run on a web dashboard and as
+Prometheus metrics, and Spark's console output goes to the report folder's ``spark.log``
+(:mod:`spillway.watch`).
 
 This module parses the command line and dispatches; the default node's queries live in
 :mod:`spillway.workloads`, the benchmarks in :mod:`spillway.bench.command`, the experiments in
@@ -195,11 +198,16 @@ examples:
       of the tasks feed): every group kept alive under overload and drift
   spillway run --config my_node.toml --overload 5     # a config file, overload overridden
   spillway run --no-live > run.log                    # plain periodic lines for logs
+  spillway run --ui --metrics-port 9464
+      a live web dashboard on 127.0.0.1 (its URL is printed) and Prometheus metrics at
+      http://127.0.0.1:9464/metrics (docs/grafana/spillway.json is a Grafana dashboard)
 
 The live view shows, per query: arrival rate, kept share, result SIC and p95 latency against
 its target (MISS when missed); for the node: estimated capacity, processed rate, utilisation,
-Jain's index. Options given on the command line override the config file. Ctrl-C stops the
-node early and still writes the report of what ran.
+Jain's index; while the node measures its capacity, that measurement. Spark's start-up noise
+and warnings go to spark.log in the report folder (--verbose shows them). Options given on the
+command line override the config file. Ctrl-C stops the node early and still writes the report
+of what ran.
 """
 
 
