@@ -173,9 +173,10 @@ def _page_values(page: Any) -> dict[str, Any]:
 
 def _shows(text: str, value: float | None, digits: int) -> bool:
     """Whether ``text`` is ``value`` rounded to ``digits`` decimals (``-`` when unknown)."""
+    first = text.split()[0]
     if value is None:
-        return text.strip() == "-"
-    shown = float(text.replace(",", "").split()[0])
+        return first == "-"
+    shown = float(first.replace(",", ""))
     return abs(shown - value) <= 0.5 * 10.0**-digits + 1e-9
 
 
