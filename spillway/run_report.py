@@ -144,6 +144,7 @@ def interval_rows(
                 "span": r.span,
                 "overhead_s": r.overhead_s,
                 "per_tuple_s": r.per_tuple_s,
+                "per_arrived_s": r.per_arrived_s,
                 "capacity_tuples_per_s": r.capacity_tuples / dt,
                 "processed_tuples_per_s": r.processed_tuples / dt,
                 "measured_tuples_per_batch_s": _ratio(r.processed_tuples, r.batch_s),
@@ -184,6 +185,11 @@ def result_windows(results: pd.DataFrame | None, config: NodeConfig) -> pd.DataF
     g = results.groupby(["query", "window_start"], sort=True)
     w = g.agg(sic=("sic", "sum"), latency_s=("latency_s", "max"), rows=("sic", "size"))
     w = w.reset_index()
+    if "window_end_feed_s" in results and results["window_end_feed_s"].notna().any():
+        # the node's own feed-time end of each window (data time mapped back for replays)
+        ends = results.groupby(["query", "window_start"], sort=True)["window_end_feed_s"].first()
+        w["t_end_s"] = ends.to_numpy(dtype=np.float64)
+        return w[cols]
     length = {q.name: q.window_s for q in config.queries}
     start = (w["window_start"] - w["window_start"].min()) / pd.Timedelta(seconds=1)
     w["t_end_s"] = start.to_numpy(dtype=np.float64) + w["query"].map(length).to_numpy(dtype=float)

@@ -76,8 +76,8 @@ class IntervalRecord:
     ``capacity_tuples`` is what the cost model estimated the interval could process;
     ``processed_tuples`` is what Spark actually processed for that interval's batches;
     ``batch_s`` is the measured micro-batch duration; ``span`` the intervals the decision's
-    batch spans, ``overhead_s`` and ``per_tuple_s`` the cost model's fit when it was made
-    (NaN when the capacity is fixed). Per-query dicts are keyed by query name:
+    batch spans, ``overhead_s``, ``per_tuple_s`` (a kept tuple) and ``per_arrived_s`` (any
+    arrived tuple, kept or shed) the cost model's fit when it was made. Per-query dicts are keyed by query name:
     ``query_sic`` is the SIC measured at the decision (THEMIS Eq. 4 over the query's latest
     complete STW, :mod:`spillway.quality.stw_account`), ``query_sic_projected`` what the
     shedder projected for the STW its decision ends (THEMIS §6 local projection);
@@ -113,6 +113,7 @@ class IntervalRecord:
     span: int = 1
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan
+    per_arrived_s: float = math.nan
 
     @property
     def missing_groups(self) -> dict[str, int]:

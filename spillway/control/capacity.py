@@ -82,7 +82,8 @@ class NodeBudget:
     headroom : fraction of the interval the controller may fill.
     total_s : ``headroom · interval_s``.
     overhead_s : sum of the fixed costs of the plans that will run.
-    available_s : ``max(0, total_s − overhead_s)``: seconds left for per-tuple work.
+    arrived_s : what the interval's arrivals cost whether kept or not (their per-arrived cost).
+    available_s : ``max(0, total_s − overhead_s − arrived_s)``: seconds left for kept tuples.
     per_tuple_s : per-tuple cost (s) of every plan with an estimate.
     running : the plans whose overhead was subtracted.
 
@@ -104,6 +105,7 @@ class NodeBudget:
     total_s: float
     overhead_s: float
     available_s: float
+    arrived_s: float = 0.0
     per_tuple_s: Mapping[str, float] = field(default_factory=dict)
     running: tuple[str, ...] = ()
 
@@ -146,6 +148,7 @@ def node_budget(
     interval_s: float,
     headroom: float = 0.8,
     running: Iterable[str] | None = None,
+    arrived: Mapping[str, float] | None = None,
 ) -> NodeBudget:
     """The node's budget for the next shedding interval.
 
@@ -156,6 +159,8 @@ def node_budget(
     headroom : fraction of the interval to fill; the rest absorbs estimation noise.
     running : plans that will run a micro-batch this interval (default: all of them). A plan
         with nothing to process does not start a batch, so its overhead is not spent.
+    arrived : tuples each plan's batch covers, kept or not; their per-arrived cost
+        (:attr:`CostEstimate.per_arrived_s`) is spent whatever is kept.
 
     Raises
     ------
@@ -167,13 +172,15 @@ def node_budget(
     _check_interval(interval_s, headroom)
     plans = tuple(sorted(estimates)) if running is None else tuple(dict.fromkeys(running))
     overhead = sum(_plan(estimates, p).overhead_s for p in plans)
+    seen = sum(_plan(estimates, p).per_arrived_s * float(n) for p, n in (arrived or {}).items())
     total = headroom * interval_s
     return NodeBudget(
         interval_s=float(interval_s),
         headroom=float(headroom),
         total_s=total,
         overhead_s=overhead,
-        available_s=max(0.0, total - overhead),
+        arrived_s=seen,
+        available_s=max(0.0, total - overhead - seen),
         per_tuple_s={p: e.per_tuple_s for p, e in estimates.items()},
         running=plans,
     )

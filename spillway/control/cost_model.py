@@ -1,7 +1,12 @@
-"""Online cost model of one Spark plan: fixed overhead + per-tuple cost per micro-batch.
+"""Online cost model of one Spark plan: fixed overhead, per kept tuple and per arrived tuple.
 
-A micro-batch of ``rows`` tuples takes ``duration ≈ overhead + per_tuple · rows`` seconds
-(docs/design.md, cost model). THEMIS (§6) keeps only the per-tuple average ("processing time per tuple, smoothed
+A micro-batch that keeps ``rows`` of the ``arrived`` tuples it covers takes ``duration ≈
+overhead + per_tuple · rows + per_arrived · arrived`` seconds (docs/design.md, cost model). The
+per-arrived term is what every arrived tuple costs whether kept or not: fetching it, hashing it
+to choose, scanning its key for a per-group decision, dropping it. Without it, a node at 10x
+overload budgets only what it keeps and its batches grow with the arrivals they must still
+touch; with it, the budget left for kept tuples shrinks as arrivals grow. When nothing is shed
+(``arrived == rows``) the two per-tuple terms cannot be told apart and the prior splits them. THEMIS (§6) keeps only the per-tuple average ("processing time per tuple, smoothed
 with a moving average"); on Spark every micro-batch also pays a fixed cost (planning, scheduling
 tasks, state-store commits, offset and commit logs), so both terms are fitted here.
 
@@ -10,12 +15,13 @@ form (recursive least squares with forgetting factor ``λ``). After each observa
 
     A ← λ·A + (1 − λ)·A₀ + w·x·xᵀ / σ²,        b ← λ·b + (1 − λ)·A₀·θ₀ + w·x·y / σ²,
 
-with regressor ``x = (1, rows / rows_scale)``, prior mean ``θ₀`` and prior information ``A₀``.
+with regressor ``x = (1, rows / rows_scale, arrived / rows_scale)``, prior mean ``θ₀`` and prior
+information ``A₀``.
 The prior keeps a constant weight ``A₀`` for ever (the ``(1 − λ)·A₀`` term exactly replaces what
 forgetting removes), so when ``rows`` barely varies the split between overhead and per-tuple cost
 is pulled toward the prior instead of drifting (no covariance wind-up), while the fitted line
 still predicts the observed durations. The estimate is the non-negative minimiser of
-``θᵀAθ − 2bᵀθ`` (two variables, solved exactly).
+``θᵀAθ − 2bᵀθ`` (three variables, solved exactly over the faces of the orthant).
 
 Robustness:
 
@@ -41,8 +47,8 @@ Examples
 True
 >>> for rows in [10_000, 40_000, 20_000, 80_000, 0, 60_000] * 5:
 ...     state = observe(cfg, state, rows, 0.4 + 1e-5 * rows)
->>> est = estimate(state)
->>> round(est.overhead_s, 2), round(est.per_tuple_s * 1e5, 2)
+>>> est = estimate(state)          # nothing shed: the two per-tuple terms share 1e-5 s
+>>> round(est.overhead_s, 2), round((est.per_tuple_s + est.per_arrived_s) * 1e5, 2)
 (0.4, 1.0)
 >>> round(est.duration_s(50_000), 2)
 0.9
@@ -57,6 +63,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+
+import numpy as np
 
 from spillway.errors import ConfigError
 
@@ -93,6 +101,8 @@ class CostModelConfig:
         the weight the prior keeps against the data.
     prior_per_tuple_s : prior mean of the cost of one tuple (s).
     prior_per_tuple_std_s : prior standard deviation of the per-tuple cost (s).
+    prior_per_arrived_s : prior mean of the cost of one arrived tuple, kept or not (s).
+    prior_per_arrived_std_s : prior standard deviation of the per-arrived cost (s).
     forgetting : forgetting factor ``λ`` in (0, 1]; the data's memory is about ``1 / (1 − λ)``
         micro-batches (20 at the default 0.95). 1 means no forgetting.
     rows_scale : rows are divided by this before fitting, so both coefficients have similar
@@ -110,6 +120,8 @@ class CostModelConfig:
     prior_overhead_std_s: float = 0.5
     prior_per_tuple_s: float = 2e-6
     prior_per_tuple_std_s: float = 2e-5
+    prior_per_arrived_s: float = 0.0
+    prior_per_arrived_std_s: float = 5e-6
     forgetting: float = 0.95
     rows_scale: float = 10_000.0
     noise_s: float = 0.05
@@ -125,6 +137,8 @@ class CostModelConfig:
         _check_number("prior_overhead_std_s", self.prior_overhead_std_s, low=0, low_ok=False)
         _check_number("prior_per_tuple_s", self.prior_per_tuple_s, low=0, low_ok=False)
         _check_number("prior_per_tuple_std_s", self.prior_per_tuple_std_s, low=0, low_ok=False)
+        _check_number("prior_per_arrived_s", self.prior_per_arrived_s, low=0, low_ok=True)
+        _check_number("prior_per_arrived_std_s", self.prior_per_arrived_std_s, low=0, low_ok=False)
         _check_number("forgetting", self.forgetting, low=0, low_ok=False, high=1)
         _check_number("rows_scale", self.rows_scale, low=0, low_ok=False)
         _check_number("noise_s", self.noise_s, low=0, low_ok=False)
@@ -150,24 +164,31 @@ class CostModelConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class CostEstimate:
-    """Fitted cost of one plan's micro-batch: ``overhead_s + per_tuple_s · rows`` seconds.
+    """Fitted cost of one plan's micro-batch: ``overhead_s + per_tuple_s · rows +
+    per_arrived_s · arrived`` seconds (``arrived`` defaults to ``rows``: nothing shed).
 
     Examples
     --------
     >>> CostEstimate(overhead_s=0.5, per_tuple_s=1e-5).duration_s(20_000)
     0.7
+    >>> round(CostEstimate(overhead_s=0.5, per_tuple_s=1e-5, per_arrived_s=1e-6)
+    ...       .duration_s(20_000, arrived=100_000), 6)
+    0.8
     """
 
     overhead_s: float
     per_tuple_s: float
+    per_arrived_s: float = 0.0
 
     def __post_init__(self) -> None:
         _check_number("CostEstimate.overhead_s", self.overhead_s, low=0, low_ok=True)
         _check_number("CostEstimate.per_tuple_s", self.per_tuple_s, low=0, low_ok=False)
+        _check_number("CostEstimate.per_arrived_s", self.per_arrived_s, low=0, low_ok=True)
 
-    def duration_s(self, rows: float) -> float:
-        """Predicted duration (s) of a micro-batch of ``rows`` tuples."""
-        return self.overhead_s + self.per_tuple_s * float(rows)
+    def duration_s(self, rows: float, arrived: float | None = None) -> float:
+        """Predicted duration (s) of a micro-batch keeping ``rows`` of ``arrived`` tuples."""
+        seen = float(rows) if arrived is None else float(arrived)
+        return self.overhead_s + self.per_tuple_s * float(rows) + self.per_arrived_s * seen
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -176,32 +197,52 @@ class CostModelState:
 
     Parameters
     ----------
-    info : the information matrix ``A`` as ``(a00, a01, a11)`` (scaled units).
-    vec : the vector ``b`` as ``(b0, b1)`` (scaled units).
-    noise_var : learned variance of a duration around the fitted line (s²).
-    overhead_s, per_tuple_s : the current estimate.
+    info : the information matrix ``A`` (3 x 3, symmetric) as its rows (scaled units).
+    vec : the vector ``b`` (scaled units).
+    noise_var : learned variance of a duration around the fitted plane (s²).
+    overhead_s, per_tuple_s, per_arrived_s : the current estimate.
     seen : observations received (including the ignored warm-up ones).
     used : observations that entered the fit.
     outlier_run : consecutive outliers so far, signed by the side of the line they fell on.
     shifts : changes of the cost detected so far (see ``shift_after``).
     """
 
-    info: tuple[float, float, float]
-    vec: tuple[float, float]
+    info: tuple[tuple[float, ...], ...]
+    vec: tuple[float, ...]
     noise_var: float
     overhead_s: float
     per_tuple_s: float
+    per_arrived_s: float = 0.0
     seen: int = 0
     used: int = 0
     outlier_run: int = 0
     shifts: int = 0
 
 
-def _prior(config: CostModelConfig) -> tuple[tuple[float, float, float], tuple[float, float]]:
-    a00 = 1.0 / config.prior_overhead_std_s**2
-    a11 = 1.0 / (config.prior_per_tuple_std_s * config.rows_scale) ** 2
-    theta1 = config.prior_per_tuple_s * config.rows_scale
-    return (a00, 0.0, a11), (a00 * config.prior_overhead_s, a11 * theta1)
+def _prior(config: CostModelConfig) -> tuple[np.ndarray, np.ndarray]:
+    scale = config.rows_scale
+    std = np.array(
+        [
+            config.prior_overhead_std_s,
+            config.prior_per_tuple_std_s * scale,
+            config.prior_per_arrived_std_s * scale,
+        ]
+    )
+    mean = np.array(
+        [
+            config.prior_overhead_s,
+            config.prior_per_tuple_s * scale,
+            config.prior_per_arrived_s * scale,
+        ]
+    )
+    info = np.diag(1.0 / std**2)
+    return info, info @ mean
+
+
+def _freeze(
+    info: np.ndarray, vec: np.ndarray
+) -> tuple[tuple[tuple[float, ...], ...], tuple[float, ...]]:
+    return tuple(tuple(float(v) for v in row) for row in info), tuple(float(v) for v in vec)
 
 
 def initial_state(config: CostModelConfig) -> CostModelState:
@@ -211,39 +252,62 @@ def initial_state(config: CostModelConfig) -> CostModelState:
     >>> s.overhead_s, s.used
     (0.2, 0)
     """
-    info, vec = _prior(config)
+    info, vec = _freeze(*_prior(config))
     return CostModelState(
         info=info,
         vec=vec,
         noise_var=config.noise_s**2,
         overhead_s=config.prior_overhead_s,
         per_tuple_s=config.prior_per_tuple_s,
+        per_arrived_s=config.prior_per_arrived_s,
     )
 
 
-def _solve_nonneg(
-    info: tuple[float, float, float], vec: tuple[float, float]
-) -> tuple[float, float]:
-    """Minimise ``θᵀAθ − 2bᵀθ`` over ``θ >= 0`` (A symmetric positive definite, 2 x 2)."""
-    a00, a01, a11 = info
-    b0, b1 = vec
-    det = a00 * a11 - a01 * a01
+def _solve_nonneg(info: np.ndarray, vec: np.ndarray) -> np.ndarray:
+    """Minimise ``θᵀAθ − 2bᵀθ`` over ``θ >= 0`` (A symmetric positive definite): the best of
+    the unconstrained minima on every face of the orthant (all subsets of free variables)."""
+    n = len(vec)
+    best, best_f = np.zeros(n), 0.0
+    for mask in range(1, 1 << n):
+        free = [i for i in range(n) if mask >> i & 1]
+        sub = info[np.ix_(free, free)]
+        try:
+            t = np.linalg.solve(sub, vec[free])
+        except np.linalg.LinAlgError:
+            continue
+        if (t < 0).any():
+            continue
+        theta = np.zeros(n)
+        theta[free] = t
+        f = float(theta @ info @ theta - 2 * vec @ theta)
+        if f < best_f:
+            best, best_f = theta, f
+    return best
 
-    def f(t0: float, t1: float) -> float:
-        return a00 * t0 * t0 + 2 * a01 * t0 * t1 + a11 * t1 * t1 - 2 * (b0 * t0 + b1 * t1)
 
-    t0 = (a11 * b0 - a01 * b1) / det
-    t1 = (a00 * b1 - a01 * b0) / det
-    if t0 >= 0 and t1 >= 0:
-        return t0, t1
-    candidates = [(max(b0 / a00, 0.0), 0.0), (0.0, max(b1 / a11, 0.0))]
-    return min(candidates, key=lambda c: f(*c))
+def _count(name: str, value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or value != int(value)
+    ):
+        raise ConfigError(
+            f"{name} must be a whole number >= 0 (tuples in the batch), got {value!r}"
+        )
+    return float(value)
 
 
 def observe(
-    config: CostModelConfig, state: CostModelState, rows: int, duration_s: float
+    config: CostModelConfig,
+    state: CostModelState,
+    rows: int,
+    duration_s: float,
+    arrived: int | None = None,
 ) -> CostModelState:
-    """Fold one finished micro-batch of ``rows`` tuples lasting ``duration_s`` into the model.
+    """Fold one finished micro-batch that kept ``rows`` of ``arrived`` tuples and lasted
+    ``duration_s`` into the model.
 
     Parameters
     ----------
@@ -251,6 +315,7 @@ def observe(
     state : the state returned by the previous call (or :func:`initial_state`).
     rows : tuples the micro-batch processed (``numInputRows``), ``>= 0``.
     duration_s : its processing time in seconds, ``>= 0``.
+    arrived : tuples its offset range covered, kept or shed (default ``rows``: nothing shed).
 
     Returns
     -------
@@ -260,7 +325,7 @@ def observe(
     Raises
     ------
     ConfigError
-        ``rows`` or ``duration_s`` is negative, not finite, or not a number.
+        ``rows``, ``arrived`` or ``duration_s`` is negative, not finite, or not a number.
 
     Examples
     --------
@@ -268,32 +333,42 @@ def observe(
     >>> s = observe(cfg, initial_state(cfg), 1000, 30.0)  # warm-up batch: ignored
     >>> s.seen, s.used, s.overhead_s == cfg.prior_overhead_s
     (1, 0, True)
+
+    Batches that shed: 0.4 s, 1e-5 s a kept tuple, 2e-6 s an arrived one.
+
+    >>> cfg = CostModelConfig(warmup_batches=0)
+    >>> s = initial_state(cfg)
+    >>> for kept, came in [(10_000, 50_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
+    ...     s = observe(cfg, s, kept, 0.4 + 1e-5 * kept + 2e-6 * came, arrived=came)
+    >>> round(s.overhead_s, 2), round(s.per_tuple_s * 1e5, 1), round(s.per_arrived_s * 1e6, 1)
+    (0.4, 1.0, 2.0)
     """
-    if (
-        isinstance(rows, bool)
-        or not isinstance(rows, int | float)
-        or not math.isfinite(rows)
-        or rows < 0
-        or rows != int(rows)
-    ):
-        raise ConfigError(f"rows must be a whole number >= 0 (tuples in the batch), got {rows!r}")
+    kept = _count("rows", rows)
+    came = kept if arrived is None else _count("arrived", arrived)
+    if came < kept:
+        raise ConfigError(f"arrived ({arrived}) must be >= rows ({rows}): a batch keeps what came")
     _check_number("duration_s", duration_s, low=0, low_ok=True)
     if state.seen < config.warmup_batches:
         return replace(state, seen=state.seen + 1)
 
     lam = config.forgetting
-    x1 = float(rows) / config.rows_scale
+    x = np.array([1.0, kept / config.rows_scale, came / config.rows_scale])
     y = float(duration_s)
-    a00, a01, a11 = state.info
-    b0, b1 = state.vec
-    (p00, _, p11), (pb0, pb1) = _prior(config)
+    info = np.array(state.info, dtype=np.float64)
+    vec = np.array(state.vec, dtype=np.float64)
+    p_info, p_vec = _prior(config)
+    theta = np.array(
+        [
+            state.overhead_s,
+            state.per_tuple_s * config.rows_scale,
+            state.per_arrived_s * config.rows_scale,
+        ]
+    )
 
     # Predictive spread of y at x: s^2 = x' A^-1 x + sigma^2.
-    det = a00 * a11 - a01 * a01
-    var_theta = (a11 - 2 * a01 * x1 + a00 * x1 * x1) / det
-    theta1 = state.per_tuple_s * config.rows_scale
-    resid = y - (state.overhead_s + theta1 * x1)
-    spread = math.sqrt(var_theta + state.noise_var)
+    var_theta = float(x @ np.linalg.solve(info, x))
+    resid = y - float(theta @ x)
+    spread = math.sqrt(max(var_theta, 0.0) + state.noise_var)
     limit = config.outlier_sigmas * spread
 
     weight = 1.0
@@ -306,8 +381,8 @@ def observe(
             # A real change: keep the prior, discount older data, take this batch fully, and
             # keep doing so while the residuals stay on this side beyond the limit.
             g = config.shift_discount
-            a00, a01, a11 = p00 + g * (a00 - p00), g * a01, p11 + g * (a11 - p11)
-            b0, b1 = pb0 + g * (b0 - pb0), pb1 + g * (b1 - pb1)
+            info = p_info + g * (info - p_info)
+            vec = p_vec + g * (vec - p_vec)
             shifting = True
         else:
             weight = limit / abs(resid)
@@ -317,19 +392,17 @@ def observe(
         lam * state.noise_var + (1 - lam) * min(resid * resid, limit * limit),
         config.min_noise_s**2,
     )
-    info = (
-        lam * a00 + (1 - lam) * p00 + w,
-        lam * a01 + w * x1,
-        lam * a11 + (1 - lam) * p11 + w * x1 * x1,
-    )
-    vec = (lam * b0 + (1 - lam) * pb0 + w * y, lam * b1 + (1 - lam) * pb1 + w * x1 * y)
-    t0, t1 = _solve_nonneg(info, vec)
+    info = lam * info + (1 - lam) * p_info + w * np.outer(x, x)
+    vec = lam * vec + (1 - lam) * p_vec + w * x * y
+    t = _solve_nonneg(info, vec)
+    frozen_info, frozen_vec = _freeze(info, vec)
     return CostModelState(
-        info=info,
-        vec=vec,
+        info=frozen_info,
+        vec=frozen_vec,
         noise_var=noise_var,
-        overhead_s=t0,
-        per_tuple_s=max(t1 / config.rows_scale, config.min_per_tuple_s),
+        overhead_s=float(t[0]),
+        per_tuple_s=max(float(t[1]) / config.rows_scale, config.min_per_tuple_s),
+        per_arrived_s=float(t[2]) / config.rows_scale,
         seen=state.seen + 1,
         used=state.used + 1,
         outlier_run=run,
@@ -343,4 +416,8 @@ def estimate(state: CostModelState) -> CostEstimate:
     >>> estimate(initial_state(CostModelConfig())).overhead_s
     0.3
     """
-    return CostEstimate(overhead_s=state.overhead_s, per_tuple_s=state.per_tuple_s)
+    return CostEstimate(
+        overhead_s=state.overhead_s,
+        per_tuple_s=state.per_tuple_s,
+        per_arrived_s=state.per_arrived_s,
+    )

@@ -25,6 +25,8 @@ from typing import ClassVar
 
 import numpy as np
 
+from spillway.errors import ConfigError
+
 PAYLOAD_COLUMNS: tuple[str, ...] = ("key", "value")
 
 
@@ -75,6 +77,37 @@ class Feed(ABC):
     def rejected(self) -> int:
         """Malformed input rows set aside (replayed files); 0 for generated feeds."""
         return 0
+
+    @property
+    def text_keys(self) -> bool:
+        """Whether the feed's keys are texts (``payload`` then also gives ``key_text``, and
+        ``key`` is :func:`spillway.feeds.hashing.text_keys` of it)."""
+        return False
+
+    def key_texts(self) -> dict[int, str]:
+        """The text of every key of a feed with :attr:`text_keys` (int64 key -> text); empty
+        for feeds with integer keys."""
+        return {}
+
+    def event_clock(self) -> tuple[float, float] | None:
+        """``(origin_s, speed)`` when the feed's event times are its own recorded times:
+        ``event time = origin_s + speed · arrival time`` (seconds; Unix seconds for recorded
+        date-times, so windows are in the data's own time). None (the default) when event time
+        is the node's clock: its epoch plus the arrival time."""
+        return None
+
+    def count_until_event(self, event_s: float) -> np.ndarray:
+        """Tuples of every source whose event time is before ``event_s`` (feeds with an
+        :meth:`event_clock`, whose event times grow with arrival): the exact cut of a window
+        in the data's own time, free of rounding in the arrival clock."""
+        clock = self.event_clock()
+        if clock is None:
+            raise ConfigError(
+                f"feed {self.name!r} has no event clock (its event time is the node's): count "
+                "its tuples by arrival time with count()"
+            )
+        origin, speed = clock
+        return self.count((event_s - origin) / speed)
 
     def end_s(self) -> float | None:
         """Feed time after which no tuple arrives (a replayed file without ``loop``), or None

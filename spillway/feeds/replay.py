@@ -11,8 +11,15 @@ Timestamps may be numbers (seconds), ISO 8601 date-time strings, or Parquet date
 columns. A string column is read as numbers when most of its entries are numbers, else as
 date-times.
 
+Keys may be integers or texts (``"JFK-LAX"``; a column is read as integers when most of its
+entries are, and its other entries are then malformed): a text key becomes a stable int64
+(:func:`spillway.feeds.hashing.text_keys`) for groups and joins, and the text is kept in the
+payload's ``key_text``. Event times are the recorded times (:meth:`ReplayFeed.event_clock`), so
+windows are in the data's own time: with ``speed`` 43,200 a recorded day passes in 2 s and a
+1-day window closes every 2 s.
+
 Malformed rows (a wrong number of fields, a missing field, a timestamp or value that does not
-parse, a non-integer key) are never dropped silently and never stop the replay: they are set
+parse) are never dropped silently and never stop the replay: they are set
 aside with their line number, reason and text in :attr:`ReplayFeed.rejects`, counted by
 :meth:`ReplayFeed.rejected`, and written to ``rejects_path`` (CSV) when one is given. A missing
 or unreadable file, an unsupported file type or a missing column raises
@@ -48,6 +55,7 @@ import pyarrow.parquet as pq
 
 from spillway.errors import ConfigError, InputDataError
 from spillway.feeds.base import Feed
+from spillway.feeds.hashing import text_keys
 from spillway.feeds.options import check_index, check_source, check_time, count_of, positive
 
 _CSV_SUFFIXES = (".csv", ".tsv", ".txt")
@@ -178,7 +186,7 @@ class ReplayFeed(Feed):
         folder).
     time_column : column of timestamps (seconds, or ISO 8601 date-times).
     value_column : column of values (numbers).
-    key_column : optional column of integer keys (groups, join keys).
+    key_column : optional column of keys (groups, join keys): integers, or texts.
     source_column : optional column naming each row's source.
     speed : replay speed factor (2 plays the file twice as fast).
     loop : repeat the file for ever instead of stopping after its last row.
@@ -268,12 +276,21 @@ class ReplayFeed(Feed):
             lambda i: f"value column {cols['value']!r}: cannot parse {text['value'][i]!r}",
         )
         key = np.zeros(n, dtype=np.int64)
+        key_text = None
         if "key" in cols:
             kf = _to_float(raw["key"])
             good = np.isfinite(kf) & (np.abs(kf) < 2**62)
             good[good] &= kf[good] == np.round(kf[good])
-            fail(~good, lambda i: f"key column {cols['key']!r}: not an integer {text['key'][i]!r}")
-            key[good] = kf[good].astype(np.int64)
+            present = text["key"] != None  # noqa: E711 (an object array of texts and None)
+            if 2 * good[present].sum() >= present.sum():  # integer keys (as most entries are)
+                fail(
+                    ~good,
+                    lambda i: f"key column {cols['key']!r}: not an integer {text['key'][i]!r}",
+                )
+                key[good] = kf[good].astype(np.int64)
+            else:  # text keys ("JFK-LAX"): a stable int64 per text, the text kept beside it
+                key_text = np.where(present, text["key"], "").astype(object)
+                key = text_keys(key_text)
 
         valid = reasons == ""
         rows = [
@@ -292,6 +309,9 @@ class ReplayFeed(Feed):
             )
 
         secs, value, key = secs[valid], value[valid], key[valid]
+        if key_text is not None:
+            key_text = key_text[valid]
+        self._has_text = key_text is not None
         order = np.argsort(secs, kind="stable")
         if "source" in cols:
             labels = text["source"][valid]
@@ -314,12 +334,15 @@ class ReplayFeed(Feed):
         m = len(secs)
         self.period_s = span * m / (m - 1) if m > 1 and span > 0 else max(span, 1.0 / self.speed)
         self._arr, self._evt, self._val, self._key = [], [], [], []
+        self._text: list[np.ndarray] = []
         for s in range(self._n):
             sel = order[src[order] == s]
             self._evt.append(secs[sel])
             self._arr.append((secs[sel] - self.t0) / self.speed)
             self._val.append(value[sel])
             self._key.append(key[sel])
+            if key_text is not None:
+                self._text.append(key_text[sel])
 
     # ---- Feed interface --------------------------------------------------------------------
 
@@ -356,6 +379,20 @@ class ReplayFeed(Feed):
             out[s] = q * len(arr) + int(np.searchsorted(arr, r, side="left"))
         return out
 
+    def count_until_event(self, event_s: float) -> np.ndarray:
+        """Rows of every source recorded before ``event_s`` (passes of a loop included)."""
+        out = np.zeros(self._n, dtype=np.int64)
+        span = self.period_s * self.speed  # recorded time of one pass
+        for s, evt in enumerate(self._evt):
+            if self.loop:
+                q = math.floor((event_s - self.t0) / span)
+                if q < 0:
+                    continue
+                out[s] = q * len(evt) + int(np.searchsorted(evt, event_s - q * span, "left"))
+            else:
+                out[s] = int(np.searchsorted(evt, event_s, side="left"))
+        return out
+
     def _split(self, source: int, index: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
         s = check_source(self._n, source)
         idx = check_index(index)
@@ -378,7 +415,27 @@ class ReplayFeed(Feed):
 
     def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
         s, _, j = self._split(source, index)
-        return {"key": self._key[s][j], "value": self._val[s][j]}
+        out = {"key": self._key[s][j], "value": self._val[s][j]}
+        if self._has_text:
+            out["key_text"] = self._text[s][j]
+        return out
+
+    @property
+    def text_keys(self) -> bool:
+        """Whether the key column holds texts (kept in ``key_text``)."""
+        return self._has_text
+
+    def key_texts(self) -> dict[int, str]:
+        """Every text key of the file by its int64 key."""
+        out: dict[int, str] = {}
+        for k, t in zip(self._key, self._text, strict=False):
+            out.update(zip(k.tolist(), t.tolist(), strict=True))
+        return out
+
+    def event_clock(self) -> tuple[float, float] | None:
+        """The recorded time of the first row and the speed: a row's event time is its recorded
+        timestamp, ``t0 + speed · arrival`` (Unix seconds for date-times)."""
+        return (self.t0, self.speed)
 
     def __repr__(self) -> str:
         return (

@@ -434,6 +434,7 @@ class _Interval:
     span: int = 1
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan
+    per_arrived_s: float = math.nan
     processed: int = 0
     batch_s: float = 0.0
 
@@ -470,6 +471,26 @@ def _group_counts(
         table[present] = np.arange(present.size)
         inv = table[keys - lo]
     return present + lo, counts[present].astype(np.int64), inv
+
+
+def _covered(start: Any, end: Any) -> int | None:
+    """Tuples between two offsets of a plan (kept or shed); None when either is missing or not
+    a spillway offset.
+
+    >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
+    ...      "sic": [0.1, 0.1]}
+    >>> _covered(a, dict(a, b=2, end=[9, 10])), _covered(None, a)
+    (7, None)
+    """
+    if start is None or end is None:
+        return None
+    try:
+        s, e = PlanOffset.from_json(start), PlanOffset.from_json(end)
+    except InputDataError:
+        return None
+    if s.n_lanes != e.n_lanes:
+        return None
+    return int(sum(max(b - a, 0) for a, b in zip(s.end, e.end, strict=True)))
 
 
 def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> np.ndarray:
@@ -624,6 +645,8 @@ class NodeController:
         )
         #: Feed time (µs) up to which every query's input has been decided.
         self._query_t_us = np.zeros(self.n_queries, dtype=np.int64)
+        #: Per query, (origin, speed) of its feed's own event clock, or None (the node's clock).
+        self._event_clock = [q.feed.event_clock() for q in self._queries]
         account = getattr(self.coordinator, "account", None)
         #: SIC mass by source time (arrived, admitted and, with a coordinator, results).
         self.account: SourceTimeAccount = (
@@ -810,10 +833,29 @@ class NodeController:
         the last end of each query's window at or before ``k · trigger``. Windows are aligned
         to multiples of their length in Unix time (as the sink and Spark's ``window`` compute
         them), not to the epoch, which is only on the trigger's grid; 0 before the first
-        window end after the epoch (the first window holds what arrived since the epoch)."""
+        window end after the epoch (the first window holds what arrived since the epoch).
+        A feed with its own event clock (a replayed file) has windows in the data's time: the
+        arrival time (rounded down to µs) of the last window end in its event time."""
         w = self.query_window_us[qids]
         e = self.epoch_us
-        return np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        out = np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        for j, q in enumerate(qids.tolist()):
+            clock = self._event_clock[q]
+            if clock is not None:
+                origin, speed = clock
+                end = self._event_end(k, q)
+                out[j] = max(int(math.floor((end - origin) / speed * 1e6)), 0)
+        return out
+
+    def _event_end(self, k: int, q: int) -> float:
+        """The last window end (event seconds) of query ``q`` at or before boundary ``k``, for
+        a feed with its own event clock."""
+        clock = self._event_clock[q]
+        assert clock is not None
+        origin, speed = clock
+        w = self.query_window_us[q] / 1e6
+        now = origin + speed * k * self.config.trigger_s
+        return math.floor(now / w + 1e-9) * w
 
     def _adopt_epoch(self, epoch_us: int) -> None:
         self._set_epoch(epoch_us)
@@ -890,8 +932,13 @@ class NodeController:
         t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
         arrived_end = self._decided.copy()
         for q in self._queries:
-            if t1_us[q.query_id] > t0_us[q.query_id]:
-                arrived_end[self._query_lanes[q.query_id]] = q.feed.count(t1_us[q.query_id] / 1e6)
+            i = q.query_id
+            if t1_us[i] > t0_us[i]:
+                arrived_end[self._query_lanes[i]] = (
+                    q.feed.count(t1_us[i] / 1e6)
+                    if self._event_clock[i] is None
+                    else q.feed.count_until_event(self._event_end(k, i))
+                )
         count = np.maximum(arrived_end - self._decided, 0)
         lo = self._decided.copy()
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
@@ -964,10 +1011,7 @@ class NodeController:
             )
         adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
-        mass_kept = np.bincount(self.lane_query, weights=keep * sic, minlength=self.n_queries)
-        a = qids[advanced]
-        self.account.add("arrived", a, t0_us[a] / 1e6, t1_us[a] / 1e6, mass_in[a])
-        self.account.add("admitted", a, t0_us[a] / 1e6, t1_us[a] / 1e6, mass_kept[a])
+        self._record_masses(k, qids[advanced], t0_us, t1_us, lo, arrived_end, keep, sic)
         self._query_t_us = t1_us
         kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
         count_q = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
@@ -1007,6 +1051,7 @@ class NodeController:
                 span=self._span,
                 overhead_s=sum(e.overhead_s for e in est.values()),
                 per_tuple_s=float(np.mean([e.per_tuple_s for e in est.values()])),
+                per_arrived_s=float(np.mean([e.per_arrived_s for e in est.values()])),
             ),
         )
         self._k_last = k
@@ -1136,6 +1181,71 @@ class NodeController:
             out[self._query_lanes[q.query_id]] = q.feed.count(t_us / 1e6)
         return out
 
+    def _record_masses(
+        self,
+        k: int,
+        queries: np.ndarray,
+        t0_us: np.ndarray,
+        t1_us: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        keep: np.ndarray,
+        sic: np.ndarray,
+    ) -> None:
+        """Record, per window of every query the decision advanced, the SIC mass that arrived
+        and the mass admitted (:mod:`spillway.quality.stw_account`). Per window, not per
+        decision: a decision that covers several windows at different rates (after a slow
+        batch, or a rate step) spreads its mass by where the tuples arrived, which is what the
+        query's results carry; the admitted mass is split like the arrivals (the kept sample
+        is uniform over the range)."""
+        for q in queries.tolist():
+            lanes = self._query_lanes[q]
+            ends = self._window_ends_us(k, q, int(t0_us[q]), int(t1_us[q]))
+            feed = self._queries[q].feed
+            clock = self._event_clock[q]
+            cuts = [lo[lanes]]
+            w_s = self.query_window_us[q] / 1e6
+            for t_us in ends[:-1]:
+                if clock is None:
+                    at = feed.count(t_us / 1e6)
+                else:  # the exact window end in event time (the µs floor undone)
+                    at = feed.count_until_event(
+                        round((clock[0] + clock[1] * t_us / 1e6) / w_s) * w_s
+                    )
+                cuts.append(np.clip(np.asarray(at, dtype=np.int64), lo[lanes], hi[lanes]))
+            cuts.append(hi[lanes])
+            n = np.diff(np.stack(cuts), axis=0).astype(np.float64)  # (windows, lanes)
+            total = np.maximum(hi[lanes] - lo[lanes], 1)
+            arrived = n @ sic[lanes]
+            kept = n @ (keep[lanes] / total * sic[lanes])
+            starts = np.array([t0_us[q], *ends[:-1]], dtype=np.float64) / 1e6
+            stops = np.array(ends, dtype=np.float64) / 1e6
+            self.account.add("arrived", np.full(len(stops), q), starts, stops, arrived)
+            self.account.add("admitted", np.full(len(stops), q), starts, stops, kept)
+
+    def _window_ends_us(self, k: int, q: int, t0_us: int, t1_us: int) -> list[int]:
+        """Feed times (µs) of query ``q``'s window ends in ``(t0_us, t1_us]``, ``t1_us`` last
+        (for a feed with an event clock, the event-time window ends mapped to arrival time)."""
+        w = int(self.query_window_us[q])
+        clock = self._event_clock[q]
+        if clock is None:
+            e = self.epoch_us
+            first = ((e + t0_us) // w + 1) * w - e
+            ends = list(range(first, t1_us, w))
+        else:
+            origin, speed = clock
+            w_s = w / 1e6
+            a = math.floor((origin + speed * t0_us / 1e6) / w_s + 1e-9) + 1
+            ends = []
+            while True:
+                t = int(math.floor((a * w_s - origin) / speed * 1e6))
+                if t >= t1_us:
+                    break
+                if t > t0_us:
+                    ends.append(t)
+                a += 1
+        return [*ends, t1_us]
+
     def _projection(
         self, decided_s: np.ndarray, until_s: np.ndarray, mass_in: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -1204,6 +1314,7 @@ class NodeController:
             interval_s=cfg.trigger_s * self._span,
             headroom=cfg.headroom,
             running=running or None,
+            arrived={self._plan_names[i]: float(n) for i, n in enumerate(per_plan)},
         )
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
@@ -1302,12 +1413,19 @@ class NodeController:
         duration_s: float,
         end_offset: Mapping[str, Any] | str | None = None,
         batch_id: int | None = None,
+        start_offset: Mapping[str, Any] | str | None = None,
     ) -> None:
         """A micro-batch of ``plan`` finished (from the listener): feed its cost model and
-        attribute its rows and duration to the interval its end offset was decided at."""
+        attribute its rows and duration to the interval its end offset was decided at. With
+        both offsets, the tuples its range covered (kept or shed) enter the cost model's
+        per-arrived term."""
         with self._lock:
             st = self._plan(plan)
-            st.cost = observe(self.config.cost_model, st.cost, int(rows), float(duration_s))
+            arrived = _covered(start_offset, end_offset)
+            arrived = None if arrived is None or arrived < int(rows) else arrived
+            st.cost = observe(
+                self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived
+            )
             boundary = None
             if end_offset is not None:
                 try:
@@ -1366,6 +1484,7 @@ class NodeController:
                     span=r.span,
                     overhead_s=r.overhead_s,
                     per_tuple_s=r.per_tuple_s,
+                    per_arrived_s=r.per_arrived_s,
                 )
                 for k in self._order
                 for r in (self._intervals[k],)

@@ -95,6 +95,9 @@ class QueryCoordinator:
         a result of the window starting at ``w`` covers source time ``[w, w + window)``.
     epoch_s : the node's feed time 0 in Unix seconds (``window_start`` and ``produced_at`` are
         Unix times); may be set later (:attr:`epoch_s`), before the first result.
+    event_clocks : per query, ``(origin, speed)`` when its feed has its own event clock (a
+        replayed file: ``window_start`` is in the data's time, feed time ``(t - origin) /
+        speed``), or None (the default for every query: the node's clock).
 
     Raises
     ------
@@ -115,12 +118,18 @@ class QueryCoordinator:
         *,
         windows_s: Any = 1.0,
         epoch_s: float | None = None,
+        event_clocks: Any = None,
     ) -> None:
         self.account = SourceTimeAccount(n_queries, stw_s)
         windows = np.broadcast_to(np.asarray(windows_s, dtype=np.float64), (n_queries,))
         if not (np.isfinite(windows).all() and (windows > 0).all()):
             raise ConfigError(f"windows_s must be > 0 (seconds), got {windows_s!r}")
         self.windows_s = np.array(windows)
+        clocks = list(event_clocks) if event_clocks is not None else [None] * n_queries
+        if len(clocks) != n_queries:
+            raise ConfigError(f"event_clocks needs one entry per query ({n_queries})")
+        self._origin = np.array([c[0] if c else np.nan for c in clocks], dtype=np.float64)
+        self._speed = np.array([c[1] if c else 1.0 for c in clocks], dtype=np.float64)
         self.stw_s = float(stw_s)
         #: Feed time 0 in Unix seconds (set by the controller once its epoch is fixed).
         self.epoch_s = epoch_s
@@ -186,8 +195,8 @@ class QueryCoordinator:
             raise ConfigError(f"produced_at must be finite (seconds), got {t[~np.isfinite(t)]}")
         if not np.isfinite(sic).all() or sic.min() < 0:
             raise ConfigError(f"sic must be finite and >= 0, got {sic[~(sic >= 0)]}")
-        start = _seconds(df["window_start"]) - self._epoch()
-        self.account.add("results", q, start, start + self.windows_s[q], sic)
+        start, end = self.feed_window(q, _seconds(df["window_start"]))
+        self.account.add("results", q, start, end, sic)
         wins = df.drop_duplicates(["query_id", "window_start"])
         wq = wins["query_id"].to_numpy(dtype=np.int64)
         with self._lock:
@@ -197,6 +206,18 @@ class QueryCoordinator:
             for tp, qi, lat in zip(wins["produced_at"], wq, wins["latency_s"], strict=True):
                 self._latency.append((float(tp), int(qi), float(lat)))
             self._prune(float(t.max()))
+
+    def feed_window(self, query: np.ndarray, start: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Feed-time interval ``[start, end)`` of result windows of ``query`` starting at
+        ``start`` (Unix seconds, or the data's own time for a feed with an event clock)."""
+        q = np.asarray(query, dtype=np.int64)
+        start = np.asarray(start, dtype=np.float64)
+        origin = self._origin[q]
+        speed = self._speed[q]
+        nodes_clock = np.isnan(origin)
+        base = np.where(nodes_clock, self._epoch() if nodes_clock.any() else 0.0, origin)
+        lo = (start - base) / speed
+        return lo, lo + self.windows_s[q] / speed
 
     def _prune(self, now: float) -> None:
         while self._latency and self._latency[0][0] < now - self.stw_s:

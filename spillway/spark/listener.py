@@ -100,6 +100,7 @@ class ProgressListener(StreamingQueryListener):
             duration_s=float(progress.batchDuration) / 1000.0,
             end_offset=end,
             batch_id=int(progress.batchId),
+            start_offset=sources[0].startOffset if sources else None,
         )
         return True
 

@@ -131,6 +131,8 @@ RESULT_COLUMNS = (
     "latency_s",
     "produced_at",
     "n_in",
+    "key_text",
+    "window_end_feed_s",
 )
 
 #: How many intervals of arrivals calibration batches span, in turn.
@@ -266,6 +268,7 @@ class Node:
         #: Measured micro-batches per plan a calibration round needs.
         self.calibration_min_batches = MIN_CALIBRATION_BATCHES
         self._feed_ends: dict[str, float | None] = {}
+        self._key_texts: dict[str, dict[int, str]] = {}
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
         self._phase = "start"
@@ -368,6 +371,8 @@ class Node:
                 settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
                 self._feed_ends[q.name] = feed.end_s()
+                if feed.text_keys:
+                    self._key_texts[q.name] = feed.key_texts()
                 spec = FeedSpec.registered(q.feed, **settings)
                 queries.append(
                     PlanQuery(
@@ -394,8 +399,15 @@ class Node:
             capacity_tuples=cap,
         )
         self.store = ResultStore()
+        clocks: list[tuple[float, float] | None] = [None] * len(cfg.queries)
+        for p in plans:
+            for pq in p.queries:
+                clocks[pq.query_id] = pq.feed.event_clock()
         coordinator = QueryCoordinator(
-            len(cfg.queries), cfg.stw_s, windows_s=[q.window_s for q in cfg.queries]
+            len(cfg.queries),
+            cfg.stw_s,
+            windows_s=[q.window_s for q in cfg.queries],
+            event_clocks=clocks,
         )
         self.coordinator = coordinator
         controller = NodeController(
@@ -707,9 +719,9 @@ class Node:
         if not hist or df.empty:
             return hist
         names = [q.name for q in self.config.queries]
-        windows = np.array([self.config.queries[int(i)].window_s for i in df["query_id"]])
         start_s = df["window_start"].map(pd.Timestamp.timestamp).to_numpy(dtype=np.float64)
-        end_feed = start_s + windows - self.controller.epoch_s
+        assert self.coordinator is not None
+        _, end_feed = self.coordinator.feed_window(df["query_id"].to_numpy(), start_s)
         times = np.array([r.t for r in hist])
         slot = np.searchsorted(times, end_feed - 1e-6, side="left")
         per: dict[int, dict[str, float]] = {}
@@ -727,7 +739,26 @@ class Node:
         if df.empty:
             return pd.DataFrame(columns=list(RESULT_COLUMNS))
         df = df.assign(query=[names[int(i)] for i in df["query_id"]])
-        return df[list(RESULT_COLUMNS)].reset_index(drop=True)
+        return self._annotate(df)[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+    def _annotate(self, df: pd.DataFrame) -> pd.DataFrame:
+        """Add ``key_text`` (the text of a text key, else null) and ``window_end_feed_s`` (the
+        window's end in feed seconds: data time mapped back for a replayed file)."""
+        texts = [
+            self._key_texts.get(self.config.queries[int(q)].name, {}).get(int(k))
+            if not pd.isna(k)
+            else None
+            for q, k in zip(df["query_id"], df["key"], strict=True)
+        ]
+        start = df["window_start"].map(pd.Timestamp.timestamp).to_numpy(dtype=np.float64)
+        end = (
+            self.coordinator.feed_window(df["query_id"].to_numpy(), start)[1]
+            if self.coordinator is not None and self.coordinator.epoch_s is not None
+            else np.full(len(df), np.nan)
+        )
+        return df.assign(
+            key_text=pd.Series(texts, index=df.index, dtype=object), window_end_feed_s=end
+        )
 
     def exact_results(self, until_s: float) -> pd.DataFrame:
         """The exact answers (nothing shed) of every window ending by feed time ``until_s``.
@@ -777,7 +808,7 @@ class Node:
         for c in ("latency_s", "produced_at"):
             if c not in out:
                 out[c] = np.nan
-        return out[list(RESULT_COLUMNS)].reset_index(drop=True)
+        return self._annotate(out)[list(RESULT_COLUMNS)].reset_index(drop=True)
 
     def snapshot(self) -> NodeSnapshot:
         """The node now: per query rate, kept share, result SIC, p95 latency vs target."""

@@ -883,7 +883,9 @@ def read_batches(
             cols["key"].append(np.asarray(payload["key"], dtype=np.int64))
             cols["value"].append(np.asarray(payload["value"], dtype=np.float64))
             cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
-            cols["event_ts"].append(_micros(feed.event_time(sid, idx), partition.epoch_us))
+            # recorded event times stay in the data's own time; generated ones are epoch-based
+            origin = 0 if feed.event_clock() is not None else partition.epoch_us
+            cols["event_ts"].append(_micros(feed.event_time(sid, idx), origin))
             cols["arrival_ts"].append(_micros(feed.arrival_time(sid, idx), partition.epoch_us))
             held += n
             if held == max_rows:
