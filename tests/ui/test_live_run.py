@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.spark
 
-DURATION_S = 24
+DURATION_S = 30
 QUERIES = ("latency-avg", "slow-count", "best-machines")
 CONFIG = """\
 policy = "uniform"
@@ -52,6 +52,7 @@ name = "slow-count"
 kind = "count"
 feed = "exponential"
 rate = 1000.0
+profile = "bursty"
 window_s = 2.0
 
 [[query]]
@@ -202,6 +203,12 @@ def test_the_dashboard_shows_the_live_run_and_matches_the_node(
     )
     first = _page_values(page)
     assert list(first["rows"]) == list(QUERIES)  # every query, in config order
+    # wait for every query's first results (Spark's first micro-batches start its workers)
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('.queries td[data-field="sic"]')]
+                   .every(td => td.dataset.value !== 'null')""",
+        timeout=60_000,
+    )
 
     # the same moment seen by the page and by the node's own state (and by /metrics)
     matched = None
@@ -226,7 +233,7 @@ def test_the_dashboard_shows_the_live_run_and_matches_the_node(
         assert cells["error"] == "n/a"
     assert _shows(shown["fig"]["capacity_tuples_per_s"], state["capacity_tuples_per_s"], 0)
     assert _shows(shown["fig"]["jain"], state["jain"], 3)
-    page.screenshot(path=str(run.shots / "dashboard.png"), full_page=True)
+    page.screenshot(path=str(run.shots / "dashboard-matched.png"), full_page=True)
 
     # the numbers change as the run goes
     t0 = float(shown["t"])
@@ -240,9 +247,10 @@ def test_the_dashboard_shows_the_live_run_and_matches_the_node(
         for f in ("sic", "kept_fraction", "arrival_rate", "latency_p95_s")
         if later["rows"][q][f] != shown["rows"][q][f]
     ]
+    changed += [f for f in later["fig"] if later["fig"][f] != shown["fig"][f]]
     assert changed, "no figure changed in 3 s of the run"
     page.wait_for_function("() => document.querySelectorAll('.uplot').length === 3")
-    page.screenshot(path=str(run.shots / "dashboard-later.png"), full_page=True)
+    page.screenshot(path=str(run.shots / "dashboard.png"), full_page=True)
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -262,11 +270,15 @@ def test_metrics_scraped_during_the_run_end_as_summary_json_says(live_run: LiveR
     assert done, "no scrape after the run ended (the endpoint closes after the report)"
     node = ("node", "node")
 
-    # during the run: every query's SIC and the capacity, counters that only grow
-    mid = running[len(running) // 2]
+    # during the run: every query's SIC and the capacity (NaN until known), counters that grow
+    for s in running:
+        assert {k for k in s if k[0] == "spillway_query_sic"} == {
+            ("spillway_query_sic", (node, ("query", q))) for q in QUERIES
+        }
+    last = running[-1]
     for q in QUERIES:
-        assert 0.0 <= mid[("spillway_query_sic", (node, ("query", q)))] <= 1.02
-    assert mid[("spillway_capacity_tuples_per_second", (node,))] > 0
+        assert 0.0 <= last[("spillway_query_sic", (node, ("query", q)))] <= 1.02
+    assert last[("spillway_capacity_tuples_per_second", (node,))] > 0
 
     def total(s: dict[Any, float], name: str) -> float:
         return sum(v for k, v in s.items() if k[0] == name)
