@@ -5,11 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test lint typecheck unit bench clean java setup properties browser readme
+.PHONY: run test lint typecheck unit bench clean java setup properties browser readme kafka-jars
 
 UI_STAMP := spillway/ui/static/vendor/.bundled
 
-setup: $(STAMP) java $(UI_STAMP)
+setup: $(STAMP) java kafka-jars $(UI_STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) scripts/check_python.py
@@ -29,6 +29,11 @@ $(UI_STAMP): web/package.json web/package-lock.json scripts/bundle_ui.sh
 # Debian's Chromium for the dashboard's browser test (installed with apt-get when missing).
 browser:
 	@sh scripts/check_browser.sh
+
+# The pinned Kafka broker and Spark Kafka-connector jars, from Maven Central into
+# ~/.cache/spillway (outside the repo); a no-op once there. See spillway/kafka/jars.py.
+kafka-jars: $(STAMP)
+	@$(BIN)/spillway kafka fetch
 
 run: setup
 	$(BIN)/spillway run $(ARGS)

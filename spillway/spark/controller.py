@@ -389,6 +389,7 @@ class _Segment:
     # plan lane -> (group keys, counts, keeps) of EVERY group of the lane's range, for lanes a
     # per-group decision covered; lanes absent were kept whole or decided per lane.
     groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    cut: np.ndarray | None = None  # per plan lane: its query's decided-through time (µs)
 
 
 @dataclass
@@ -544,9 +545,9 @@ class NodeController:
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
+        self._build(plans)
         if epoch_s is not None:
             self._set_epoch(int(round(epoch_s * 1e6)))
-        self._build(plans)
         self._k_last = 0
         self._decisions = 0
         self._overload: OverloadDecision | None = None
@@ -635,7 +636,11 @@ class NodeController:
             [self._queries[q].feed.n_sources for q in lane_query], dtype=np.int64
         )
         n_lanes = len(lane_query)
-        self._decided = np.zeros(n_lanes, dtype=np.int64)
+        #: Every lane's first tuple index (a Kafka partition's start offset; 0 otherwise).
+        self._start = np.concatenate(
+            [np.asarray(q.feed.start_offsets(), dtype=np.int64) for q in self._queries]
+        )
+        self._decided = self._start.copy()
         self._arrived_tau = np.zeros(n_lanes, dtype=np.int64)
         stw = StwConfig(stw_s=self.config.stw_s, slide_s=self.config.trigger_s)
         self._stw = StwCounter(stw, n_lanes=n_lanes)
@@ -692,6 +697,8 @@ class NodeController:
 
     def _set_epoch(self, epoch_us: int) -> None:
         self._epoch_us = epoch_us
+        for q in self._queries:
+            q.feed.attach(epoch_us / 1e6)
         if self.coordinator is not None and hasattr(self.coordinator, "epoch_s"):
             self.coordinator.epoch_s = epoch_us / 1e6
 
@@ -759,9 +766,10 @@ class NodeController:
         raise UnknownNameError(f"unknown control operation {op!r}")
 
     def initial_offset(self, plan: str) -> dict[str, Any]:
-        """The plan's offset before anything arrived."""
+        """The plan's offset before anything arrived (every lane at its first index)."""
         st = self._plan(plan)
-        return PlanOffset.initial(plan, n_lanes=len(st.lanes), epoch_us=self.epoch_us).to_json()
+        first = PlanOffset.initial(plan, n_lanes=len(st.lanes), epoch_us=self.epoch_us)
+        return replace(first, end=tuple(self._start[st.lanes].tolist())).to_json()
 
     def latest_offset(self, plan: str, start: Mapping[str, Any] | None) -> dict[str, Any]:
         """The plan's next end offset after ``start`` (``start`` itself when nothing is due).
@@ -1007,6 +1015,7 @@ class NodeController:
                     keep=keep[ln].copy(),
                     sic=sic[ln].copy(),
                     groups=seg_groups,
+                    cut=t1_us[self.lane_query[ln]].copy(),
                 )
             )
         adm = Admission(keep=keep)
@@ -1357,6 +1366,7 @@ class NodeController:
             keep=tuple(keep.tolist()),
             sic=tuple(sic.tolist()),
             groups=self._merge_groups(st, segs),
+            cut=tuple(last.cut.tolist()) if last.cut is not None else (),
         )
 
     def _merge_groups(

@@ -112,6 +112,7 @@ from spillway.quality import jain_index
 from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
 from spillway.spark.coordinator import QueryCoordinator
+from spillway.spark.dead_letters import DeadLetters
 from spillway.spark.listener import ProgressListener
 from spillway.spark.observed import observe_source
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
@@ -268,6 +269,8 @@ class Node:
         #: Measured micro-batches per plan a calibration round needs.
         self.calibration_min_batches = MIN_CALIBRATION_BATCHES
         self._feed_ends: dict[str, float | None] = {}
+        #: The malformed and late records of the node's logs (Kafka topics, folders).
+        self.dead_letters = DeadLetters([q.name for q in config.queries])
         self._key_texts: dict[str, dict[int, str]] = {}
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
@@ -364,16 +367,21 @@ class Node:
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
+        logs: dict[str, str | None] = {}
         for layout in self._layout:
             queries = []
             for i in layout.query_ids:
                 q = cfg.queries[i]
                 settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
+                if feed.log:
+                    logs[q.name] = feed.dead_letter
                 self._feed_ends[q.name] = feed.end_s()
                 if feed.text_keys:
                     self._key_texts[q.name] = feed.key_texts()
-                spec = FeedSpec.registered(q.feed, **settings)
+                spec = (
+                    FeedSpec.of(feed) if feed.portable else FeedSpec.registered(q.feed, **settings)
+                )
                 queries.append(
                     PlanQuery(
                         query_id=i,
@@ -435,9 +443,20 @@ class Node:
         root = self._checkpoint_root(phase)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
+        self.dead_letters = DeadLetters(
+            [q.name for q in cfg.queries],
+            folders={n: f for n, f in logs.items() if f is not None},
+        )
         self._sinks = {
             p.name: ResultSink(
-                p.kinds, p.windows, self.store, coordinator, clock=controller.now, plan=p.name
+                p.kinds,
+                p.windows,
+                self.store,
+                coordinator,
+                clock=controller.now,
+                plan=p.name,
+                logs=any(q.name in logs for q in p.queries),
+                dead_letters=self.dead_letters.record,
             )
             for p in plans
         }
