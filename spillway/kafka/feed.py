@@ -40,11 +40,11 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
-from spillway.kafka.connection import KafkaConnection
 
 from spillway.errors import ConfigError, KafkaClientError
 from spillway.feeds.base import Feed
 from spillway.feeds.hashing import text_keys
+from spillway.kafka.connection import KafkaConnection
 from spillway.kafka.parse import FORMATS, parse_schema, parse_table
 
 #: Starting positions.
@@ -194,6 +194,7 @@ class KafkaFeed(Feed):
         if hit is not None:
             return hit.copy()
         from confluent_kafka import Consumer, TopicPartition
+
         from spillway.kafka.reader import CONSUMER_SETTINGS
 
         ms = int(round((self.epoch_s + float(t)) * 1000))
