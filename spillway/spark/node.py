@@ -457,6 +457,7 @@ class Node:
                 plan=p.name,
                 logs=any(q.name in logs for q in p.queries),
                 dead_letters=self.dead_letters.record,
+                key_texts=self._learn_key_texts,
             )
             for p in plans
         }
@@ -759,6 +760,12 @@ class Node:
             return pd.DataFrame(columns=list(RESULT_COLUMNS))
         df = df.assign(query=[names[int(i)] for i in df["query_id"]])
         return self._annotate(df)[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+    def _learn_key_texts(self, texts: pd.DataFrame) -> None:
+        """Remember the texts of keys a log plan read (``query_id, key, key_text`` rows)."""
+        names = [q.name for q in self.config.queries]
+        for q, k, t in zip(texts["query_id"], texts["key"], texts["key_text"], strict=True):
+            self._key_texts.setdefault(names[int(q)], {})[int(k)] = str(t)
 
     def _annotate(self, df: pd.DataFrame) -> pd.DataFrame:
         """Add ``key_text`` (the text of a text key, else null) and ``window_end_feed_s`` (the

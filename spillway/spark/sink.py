@@ -505,6 +505,7 @@ class ResultSink:
         plan: str | None = None,
         logs: bool = False,
         dead_letters: Callable[[int, pd.DataFrame], None] | None = None,
+        key_texts: Callable[[pd.DataFrame], None] | None = None,
     ) -> None:
         self.kinds = kind_map(kind)
         single = len(self.kinds) == 1
@@ -530,6 +531,10 @@ class ResultSink:
         #: (:data:`DEAD_LETTER_COLUMNS`), before the results are stored.
         self.dead_letters = dead_letters
         self._bad = pd.DataFrame(columns=list(DEAD_LETTER_COLUMNS))
+        #: Called with the batch's distinct ``query_id, key, key_text`` of a log plan (texts are
+        #: only known once read: a topic's keys arrive with its records).
+        self.key_texts = key_texts
+        self._texts = pd.DataFrame(columns=["query_id", "key", "key_text"])
 
     def _collect(self, batch_df: DataFrame) -> pd.DataFrame:
         """Run :attr:`sql` over the batch in one Spark job; time columns as int64 µs."""
@@ -545,6 +550,13 @@ class ResultSink:
             bad = raw.filter("error IS NOT NULL").select(*DEAD_LETTER_COLUMNS)
             self._bad = bad.toPandas()
             raw = raw.filter("error IS NULL")
+            if self.key_texts is not None:
+                self._texts = (
+                    raw.filter("key_text IS NOT NULL")
+                    .select("query_id", "key", "key_text")
+                    .distinct()
+                    .toPandas()
+                )
         rows = raw.select(*SOURCE_COLUMNS).repartition("query_id")
         if self._parts > 1:
             rows = rows.persist()
@@ -586,5 +598,7 @@ class ResultSink:
         pdf.insert(0, "kind", self._kinds_of(pdf["query_id"]))
         if self.logs and self.dead_letters is not None:
             self.dead_letters(batch_id, self._bad)  # idempotent per batch id (the node's)
+        if self.logs and self.key_texts is not None and len(self._texts):
+            self.key_texts(self._texts)
         if self.store.put(self.plan, batch_id, pdf) and self.coordinator is not None:
             self.coordinator.record(pdf)
