@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.spark
 
-DURATION_S = 30
+DURATION_S = 20
 QUERIES = ("latency-avg", "slow-count", "best-machines")
 CONFIG = """\
 policy = "uniform"
@@ -283,8 +283,9 @@ def test_metrics_scraped_during_the_run_end_as_summary_json_says(live_run: LiveR
     def total(s: dict[Any, float], name: str) -> float:
         return sum(v for k, v in s.items() if k[0] == name)
 
+    # the first scrapes of the run phase may come before its first decision (nothing shed yet)
     shed = [total(s, "spillway_tuples_shed_total") for s in running]
-    assert shed == sorted(shed) and shed[-1] > shed[0] > 0
+    assert shed == sorted(shed) and shed[-1] > shed[0] >= 0, shed
 
     # at the end: the endpoint's figures are the report's
     final = done[-1]
