@@ -259,9 +259,12 @@ def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_p
     assert cal["capacity_tuples_per_s"] <= last["best_batch_tuples_per_s"] + 1e-9
     op = (0.8 * T - last["overhead_s"]) / last["per_tuple_s"]
     assert last["operating_rows"] == pytest.approx(op)
-    assert cal["capacity_tuples_per_s"] == pytest.approx(
-        min(op / (0.8 * T), last["best_batch_tuples_per_s"])
-    )
+    if last["batches_at_operating_point"] >= 2:  # measured on batches near the operating point
+        assert 0 < cal["capacity_tuples_per_s"] <= last["best_batch_tuples_per_s"] + 1e-9
+    else:  # else the fit's, bounded by the best batch
+        assert cal["capacity_tuples_per_s"] == pytest.approx(
+            min(op / (0.8 * T), last["best_batch_tuples_per_s"])
+        )
     assert cal["target_rate"] == pytest.approx(3.0 * cal["capacity_tuples_per_s"])
     assert node.rate_scale == pytest.approx(cal["target_rate"] / 300_000.0)
     # 3x overload: after calibration the node runs at the scaled rates and sheds
