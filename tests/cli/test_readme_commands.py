@@ -44,6 +44,8 @@ ELSEWHERE: dict[str, str] = {
     "spillway produce clicks --rate 10000 --profile bursty --duration 60": "tests/kafka/test_cli.py",
     "spillway kafka topics": "tests/kafka/test_cli.py",
     "spillway kafka down": "tests/kafka/test_cli.py",
+    "spillway produce clicks --sources 4 --rate 20000 --duration 120": "tests/kafka/test_example.py",
+    "spillway run --config spillway/examples/kafka.toml --duration 60": "tests/kafka/test_example.py",
 }
 
 
@@ -56,7 +58,8 @@ def shown_commands() -> set[str]:
     lines += [ln.lstrip("# ") for ln in EXAMPLE.read_text().splitlines() if ln.startswith("#  ")]
     found = set()
     for ln in lines:
-        cmd = ln.split("#")[0].strip().removeprefix(".venv/bin/")
+        # a command sent to the background (`... &`) is the same command
+        cmd = ln.split("#")[0].strip().removesuffix("&").strip().removeprefix(".venv/bin/")
         if cmd.startswith("spillway"):
             found.add(" ".join(cmd.split()))
     return found
