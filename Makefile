@@ -57,8 +57,8 @@ properties: setup
 	SPILLWAY_PROPERTY_CONFIGS=32 SPILLWAY_PROPERTY_OUT=runs/properties \
 		$(BIN)/python -m pytest -q tests/properties --timeout=3600
 
-# The README's and examples' longer commands, shortened (a few minutes; make test runs the
-# example node as shipped and the quick ones).
+# The README's and examples' runs, shortened, the example node as shipped among them (a few
+# minutes; make test runs the quick commands).
 readme: setup
 	$(BIN)/python -m pytest -q -m readme tests/cli/test_readme_commands.py --timeout=3600
 

@@ -2,9 +2,10 @@
 
 :data:`COMMANDS` lists each ``spillway`` command line written in README.md's shell blocks and
 in the example config's header, with how it is shortened for a test; a command added to either
-file without an entry here fails :func:`test_every_shown_command_is_listed`. The example node
-as shipped (its two window lengths, its 20 s capacity measurement) runs in ``make test``; the
-other runs take a minute or more each and run with ``make readme`` (marked ``readme``).
+file without an entry here fails :func:`test_every_shown_command_is_listed`. The quick commands
+run in ``make test``; the runs take a minute or more each (the example node as shipped, with its
+two window lengths and its 20 s capacity measurement in up to five rounds, two to three) and run
+with ``make readme`` (marked ``readme``).
 """
 
 from __future__ import annotations
@@ -105,6 +106,8 @@ def test_quick_commands(command: str, tmp_path: Path) -> None:
     assert proc.stdout.strip()
 
 
+@pytest.mark.slow
+@pytest.mark.readme
 @pytest.mark.spark
 def test_the_example_node_runs_as_shipped_with_its_two_windows(tmp_path: Path) -> None:
     """The shipped example: six queries, windows of 1 and 2 s, a 20 s capacity measurement

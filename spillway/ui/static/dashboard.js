@@ -157,7 +157,7 @@
       const opts = {
         width, height: CHART_HEIGHT,
         scales: { x: { time: false }, y: scale || {} },
-        axes: [{ label: "feed time (s)" }, {}],
+        axes: [{ label: "feed time (s)" }, { size: 72 }],  // room for "1,000,000"
         series: [{ label: "t" }, ...series],
         legend: { live: false },
       };
