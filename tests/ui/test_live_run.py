@@ -32,7 +32,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 pytestmark = pytest.mark.spark
 
-DURATION_S = 20
+DURATION_S = 30
 QUERIES = ("latency-avg", "slow-count", "best-machines")
 CONFIG = """\
 policy = "uniform"
