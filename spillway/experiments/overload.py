@@ -221,6 +221,16 @@ def run_stats(lr: LevelRun, cfg: OverloadConfig, capacity: float) -> dict[str, A
     }
 
 
+def _guarded(fn: Any) -> dict[str, Any]:
+    """``fn()``, or the one-line error of a run that failed (its figures then count as not
+    measured: the checks fail on them, and the other runs still report)."""
+    try:
+        return dict(fn())
+    except SpillwayError as e:
+        report(f"overload: the run failed: {' '.join(str(e).split())[:200]}")
+        return {"error": " ".join(str(e).split())[:300]}
+
+
 def _capacity_of(lr: LevelRun, cfg: OverloadConfig) -> float:
     """Rows processed per second of micro-batch time over the measured part of a run."""
     batches = [b for plan in lr.batches.values() for b in plan][2:]
@@ -236,16 +246,20 @@ def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict
     for level in cfg.levels:
         for policy in cfg.policies:
             report(f"overload: generated, {policy} at {level:g}x")
-            if math.isnan(capacity):
+            if math.isnan(capacity):  # the first run measures the capacity: it must succeed
                 node = node_config(cfg, policy, 1.0, overload=first)
                 lr = run_level(node, spark=spark, duration_s=cfg.duration_s)
                 capacity = float((lr.calibration or {}).get("capacity_tuples_per_s", math.nan))
                 scale0 = lr.rate_scale / first
+                stats = run_stats(lr, cfg, capacity)
             else:
                 node = node_config(cfg, policy, scale0 * level)
-                lr = run_level(node, spark=spark, duration_s=cfg.duration_s)
-            runs.append({"source": "generated", "policy": policy, "level": level,
-                         **run_stats(lr, cfg, capacity)})  # fmt: skip
+                stats = _guarded(
+                    lambda n=node, c=capacity: run_stats(
+                        run_level(n, spark=spark, duration_s=cfg.duration_s), cfg, c
+                    )
+                )
+            runs.append({"source": "generated", "policy": policy, "level": level, **stats})
     return capacity, runs
 
 
@@ -407,11 +421,14 @@ def measure_kafka(cfg: OverloadConfig, spark: Any, generated_capacity: float) ->
         for level in cfg.levels:
             for policy in cfg.policies:
                 report(f"overload: kafka, {policy} at {level:g}x of {capacity:,.0f} tuples/s")
-                lr, produced = _kafka_run(cfg, spark, conn, policy, level * capacity, policy)
-                stats = run_stats(lr, cfg, capacity)
-                produced.pop("topics")
+
+                def one(p: str = policy, lv: float = level) -> dict[str, Any]:
+                    lr, produced = _kafka_run(cfg, spark, conn, p, lv * capacity, p)
+                    produced.pop("topics")
+                    return {**run_stats(lr, cfg, capacity), **produced}
+
                 out["runs"].append({"source": "kafka", "policy": policy, "level": level,
-                                    **stats, **produced})  # fmt: skip
+                                    **_guarded(one)})  # fmt: skip
         if cfg.plain_spark:
             report(f"overload: plain Spark's Kafka source at {cfg.levels[0]:g}x")
             out["plain_spark"] = plain_spark_run(cfg, spark, conn, cfg.levels[0] * capacity)
@@ -501,7 +518,7 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         ))  # fmt: skip
     cols = ["source", "policy", "level", "overload_measured", "batch_mean_s", "latency_p95_s",
             "latency_bound_s", "kept_fraction", "overhead_s", "per_admitted_us",
-            "per_arrived_us", "achieved_rate", "asked_rate"]  # fmt: skip
+            "per_arrived_us", "achieved_rate", "asked_rate", "error"]  # fmt: skip
     sections = [("Runs", markdown_table(runs, [c for c in cols if any(c in r for r in runs)]))]
     plain = measured.get("plain_spark")
     values: dict[str, Any] = {"runs": runs, "capacity": measured.get("capacity", {}),
@@ -542,8 +559,9 @@ _NOTES = (
     "measured with all of them running, and a producer that cannot reach its rate lowers the "
     "overload actually run (`overload_measured`, `achieved_rate`).\n"
     "- A log's kept records are read as a few contiguous runs per partition "
-    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD reads "
-    "the keys of every waiting record on the driver to count its groups.\n"
+    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD counts a "
+    "log lane's groups from a bounded sample on the driver, and its executors read the whole "
+    "range of a lane it decides per group.\n"
     "- Plain Spark here is Spark's own Kafka source with no `maxOffsetsPerTrigger`: every "
     "batch takes all that arrived, as a user without spillway would run it."
 )

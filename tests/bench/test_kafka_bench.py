@@ -21,8 +21,8 @@ from spillway.errors import ConfigError
     ("kwargs", "match"),
     [
         ({"rates": (1.0,)}, "rates must be two"),
-        ({"rates": (1.0, -2.0)}, "rates must be two"),
-        ({"segment_s": 0}, "segment_s must be a number > 0"),
+        ({"rates": (1.0, -2.0)}, "rates must be a finite number > 0"),
+        ({"segment_s": 0}, "segment_s must be a finite number > 0"),
         ({"partitions": 0}, "partitions must be an int >= 1"),
         ({"warmup_batches": -1}, "warmup_batches must be an int >= 0"),
     ],

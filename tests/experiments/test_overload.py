@@ -77,10 +77,22 @@ def test_the_report_of_measured_runs(tmp_path):
 @pytest.mark.spark
 def test_a_shortened_kafka_run(spark, tmp_path):
     cfg = ov.OverloadConfig(policies=("balance-sic",), levels=(3.0,), sources=("kafka",),
-                            duration_s=10.0, warmup_s=3.0, plain_spark=False)  # fmt: skip
+                            duration_s=20.0, warmup_s=3.0, plain_spark=False)  # fmt: skip
     measured = ov.measure_kafka(cfg, spark, generated_capacity=3_000.0)
     (run,) = measured["runs"]
     assert measured["capacity_tuples_per_s"] > 0
-    assert run["achieved_rate"] > 0 and run["windows"] > 0
+    assert "error" not in run, run
+    assert run["achieved_rate"] > 0 and run["windows"] > 0, run
     assert 0 < run["kept_fraction"] < 1  # it shed
     assert math.isfinite(run["per_arrived_us"]) and math.isfinite(run["per_admitted_us"])
+
+
+def test_a_failed_run_is_reported_and_fails_its_checks():
+    def boom():
+        raise ov.SpillwayError("the streaming query failed: Python worker died")
+
+    got = ov._guarded(boom)
+    assert got == {"error": "the streaming query failed: Python worker died"}
+    checks = {c.name: c for c in ov.checks({"runs": [_run(), {**_run(), **got,
+                                                              "batch_mean_s": None}]})}  # fmt: skip
+    assert checks["batch_below_trigger"].failed
