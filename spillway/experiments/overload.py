@@ -333,7 +333,7 @@ def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: fl
 
 def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> dict[str, Any]:
     """Spark's own Kafka source, the same grouped means, nothing shed, at ``rate``: per batch
-    its rows, duration and offsets behind the latest; window latency."""
+    its rows, duration and consumer lag (the rows each batch found waiting); window latency."""
     from pyspark.sql import functions as F
 
     from spillway.kafka.admin import create_topic
@@ -465,7 +465,7 @@ def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
 
 def checks(measured: Mapping[str, Any]) -> list[Check]:
     """Per run: mean batch time below the trigger, p95 latency within the bound (each fails
-    when not measured); and, when plain Spark ran, its offsets behind the latest growing.
+    when not measured); and, when plain Spark ran, its consumer lag growing.
 
     >>> r = {"source": "kafka", "policy": "cod", "level": 3.0, "batch_mean_s": 0.6,
     ...      "trigger_s": 1.0, "latency_p95_s": 2.0, "latency_bound_s": 4.0,
@@ -501,7 +501,7 @@ def checks(measured: Mapping[str, Any]) -> list[Check]:
                 plain.get("behind_last"),
                 ">",
                 2 * plain.get("behind_first", math.nan),
-                what="plain Spark's offsets behind the latest, last third of the run",
+                what="plain Spark's consumer lag (rows a batch found waiting), last third",
             )
         )
         # fmt: skip
