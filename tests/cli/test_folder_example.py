@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 import time
 from importlib.resources import files
@@ -18,6 +20,7 @@ from spillway.config import load_config
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 EXAMPLE = Path(str(files("spillway") / "examples" / "folder.toml"))
+CLI = "import sys; from spillway.cli import main; sys.exit(main())"
 
 
 def _readme_config() -> str:
@@ -56,8 +59,14 @@ def test_the_readme_folder_config_runs(tmp_path, monkeypatch) -> None:
     writer = threading.Thread(target=_write, args=(tmp_path / "incoming", stop, bad))
     writer.start()
     try:
+        # its own process: the run owns (and stops) its SparkSession, which must not be the
+        # test session the other Spark tests share
         argv = ["run", "--config", str(config), "--duration", "8", "--no-live"]
-        code = main([*argv, "--out", str(tmp_path / "out")])
+        code = subprocess.run(
+            [sys.executable, "-c", CLI, *argv, "--out", str(tmp_path / "out")],
+            cwd=tmp_path,
+            timeout=600,
+        ).returncode
     finally:
         stop.set()
         writer.join()
