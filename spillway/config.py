@@ -14,7 +14,7 @@ True
 >>> QuerySpec(name="bad", kind="median", feed="gaussian")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, group_avg, max, top5; got 'median'
+spillway.errors.UnknownNameError: query kind must be one of avg, avg_all, count, cov, group_avg, max, top5, user; got 'median'
 >>> QuerySpec(name="fares", kind="group_avg", feed="taxi").n_sources
 1
 """
@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -42,7 +42,16 @@ DEFAULT_SOURCES: dict[str, int] = {
     "top5": 20,
     "cov": 2,
     "group_avg": 1,
+    "user": 1,
 }
+
+#: The kind of a query the user writes: their own PySpark function over the query's rows
+#: (:mod:`spillway.spark.user`).
+USER_KIND = "user"
+
+
+#: A function named in a config: ``module.path:attr`` or ``some/file.py:attr``.
+_FUNCTION_REF = re.compile(r"[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*")
 
 
 #: Spark master URLs a node accepts (checked before Spark starts): ``local``, ``local[N]``,
@@ -110,7 +119,15 @@ def feed_settings(q: QuerySpec, seed: int, index: int, scale: float = 1.0) -> di
         profile_options=dict(q.profile_options),
         seed=feed_seed(seed, index),
         **dict(q.feed_options),
+        **({"records": True} if q.kind == USER_KIND and _is_log(q.feed) else {}),
     )
+
+
+def _is_log(feed: str) -> bool:
+    """Whether ``feed`` reads an external log (a user query then gets its whole records)."""
+    from spillway.feeds import LOG_FEEDS
+
+    return feed in LOG_FEEDS
 
 
 def _positive(name: str, value: float, *, allow_zero: bool = False) -> None:
@@ -129,8 +146,9 @@ class QuerySpec:
     name : unique name of the query on the node.
     kind : query shape: ``avg``, ``max``, ``count``, ``avg_all``, ``top5``, ``cov`` (THEMIS
         Table 1) or ``group_avg`` (CoD's grouped aggregate: the mean value per ``key`` and
-        window, e.g. on the ``taxi`` or ``tasks`` feed). Queries with one window length share
-        one Spark streaming query.
+        window, e.g. on the ``taxi`` or ``tasks`` feed), or ``user``: the user's own PySpark
+        function (``function``) over the query's rows of each micro-batch
+        (:mod:`spillway.spark.user`). Every query of a node shares one Spark streaming query.
     feed : feed name in ``spillway.feeds.FEEDS`` (e.g. ``gaussian``, ``cluster``, ``replay``).
     feed_options : extra settings passed to the feed (e.g. ``path`` for ``replay``).
     sources : number of sources; default per kind (:data:`DEFAULT_SOURCES`).
@@ -141,6 +159,15 @@ class QuerySpec:
     window_s : length of the query's tumbling window (results every window).
     latency_target_s : the result latency the user asks for; None means 3 trigger intervals
         plus the window length.
+    function : a ``user`` query's function ``f(rows) -> DataFrame`` (rows: the query's
+        DataFrame of one micro-batch, whole windows, with ``window_start`` and ``sic``), or its
+        name as ``"module:function"`` or ``"path/to/file.py:function"`` (a relative path is
+        taken from the working directory). Only for ``kind = "user"``, which needs it.
+    sink : where a ``user`` query's results go, each batch exactly once: a table such as
+        ``{kind = "parquet", path = "out/fares"}``, ``{kind = "kafka", topic = "fares-out"}``
+        or ``{kind = "console"}`` (:mod:`spillway.sinks`), or a function ``f(rows, batch_id)``
+        called with each batch's rows (pandas). None: the results stay in the node's store
+        only.
     """
 
     name: str
@@ -153,6 +180,8 @@ class QuerySpec:
     profile_options: Mapping[str, Any] = field(default_factory=dict)
     window_s: float = 1.0
     latency_target_s: float | None = None
+    function: str | Callable[..., Any] | None = None
+    sink: Mapping[str, Any] | Callable[..., Any] | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -174,6 +203,37 @@ class QuerySpec:
             _positive(f"query {self.name!r}: latency_target_s", self.latency_target_s)
         object.__setattr__(self, "feed_options", dict(self.feed_options))
         object.__setattr__(self, "profile_options", dict(self.profile_options))
+        self._check_user_parts()
+
+    def _check_user_parts(self) -> None:
+        """``function`` and ``sink`` belong to user queries: needed there, refused elsewhere."""
+        where = f"query {self.name!r}"
+        if self.kind != USER_KIND:
+            given = [k for k in ("function", "sink") if getattr(self, k) is not None]
+            if given:
+                raise ConfigError(
+                    f"{where}: {' and '.join(given)} only apply to kind = 'user' (the user's own "
+                    f"function); a {self.kind} query's results stay in the node's store"
+                )
+            return
+        f = self.function
+        if f is None:
+            raise ConfigError(
+                f"{where}: a user query needs a function: f(rows) -> DataFrame, or its name as "
+                "'module:function' or 'path/to/file.py:function'"
+            )
+        if not callable(f) and not (isinstance(f, str) and _FUNCTION_REF.fullmatch(f)):
+            raise ConfigError(
+                f"{where}: function must be a callable or 'module:function' / "
+                f"'path/to/file.py:function', got {f!r}"
+            )
+        if self.sink is not None and not callable(self.sink):
+            if not isinstance(self.sink, Mapping) or not isinstance(self.sink.get("kind"), str):
+                raise ConfigError(
+                    f'{where}: sink must be a table with a kind (e.g. {{kind = "parquet", '
+                    f'path = "out"}}) or a function f(rows, batch_id), got {self.sink!r}'
+                )
+            object.__setattr__(self, "sink", dict(self.sink))
 
     @property
     def n_sources(self) -> int:
@@ -292,7 +352,10 @@ class NodeConfig:
     def to_dict(self) -> dict[str, Any]:
         """A plain dict (TOML/JSON-ready) that :meth:`from_dict` turns back into this config."""
         d = asdict(self)
-        d["queries"] = [asdict(q) for q in self.queries]
+        d["queries"] = [
+            {k: _named(v) if k in ("function", "sink") else v for k, v in asdict(q).items()}
+            for q in self.queries
+        ]
         return d
 
     @classmethod
@@ -316,6 +379,13 @@ class NodeConfig:
                 )
             qs.append(QuerySpec(**q))
         return cls(queries=tuple(qs), **data)
+
+
+def _named(value: Any) -> Any:
+    """A callable as its ``module:qualname`` (what a config file would name), else as is."""
+    if callable(value):
+        return f"{getattr(value, '__module__', '?')}:{getattr(value, '__qualname__', '?')}"
+    return value
 
 
 def _reject_unknown(where: str, data: Mapping[str, Any], cls: type) -> None:

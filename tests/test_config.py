@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from spillway.config import DEFAULT_SOURCES, NodeConfig, QuerySpec, load_config
-from spillway.errors import UnknownNameError
+from spillway.config import DEFAULT_SOURCES, USER_KIND, NodeConfig, QuerySpec, load_config
+from spillway.errors import ConfigError, UnknownNameError
 
 
 def test_the_config_kinds_are_the_registered_query_kinds():
     from spillway.spark.exact import METRICS
     from spillway.spark.queries import QUERIES
 
-    assert set(DEFAULT_SOURCES) == set(QUERIES) == set(METRICS)
+    assert set(DEFAULT_SOURCES) - {USER_KIND} == set(QUERIES) == set(METRICS)
     assert DEFAULT_SOURCES["group_avg"] == 1
 
 
@@ -64,3 +64,50 @@ def test_policy_options_reach_the_policy_and_are_checked_when_read(tmp_path):
         load_config(path, policy_options={"b": 1.5})
     with pytest.raises(ConfigError, match="policy_options must be a table"):
         NodeConfig(queries=cfg.queries, policy_options=[("b", 0.9)])
+
+
+def test_a_user_query_loads_from_toml_with_its_function_and_sink(tmp_path):
+    path = tmp_path / "node.toml"
+    path.write_text(
+        '[[query]]\nname = "fares"\nkind = "user"\nfeed = "taxi"\n'
+        'function = "queries.py:mean_fare"\n'
+        '[query.sink]\nkind = "parquet"\npath = "out/fares"\n'
+    )
+    q = load_config(path).queries[0]
+    assert (q.kind, q.function, q.sink) == (
+        "user",
+        "queries.py:mean_fare",
+        {"kind": "parquet", "path": "out/fares"},
+    )
+    assert NodeConfig.from_dict(NodeConfig(queries=(q,)).to_dict()).queries[0] == q
+
+
+def test_a_callable_function_and_sink_are_named_in_the_configs_dict():
+    def mean_fare(rows):
+        return rows
+
+    q = QuerySpec(name="q", kind="user", feed="taxi", function=mean_fare, sink=print)
+    d = NodeConfig(queries=(q,)).to_dict()["queries"][0]
+    assert d["function"].endswith(
+        ":test_a_callable_function_and_sink_are_named_in_the_configs_dict.<locals>.mean_fare"
+    )
+    assert d["sink"] == "builtins:print"
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [
+        ({"kind": "user"}, "a user query needs a function"),
+        ({"kind": "user", "function": "no_colon"}, "function must be a callable or"),
+        (
+            {"kind": "user", "function": "m:f", "sink": "parquet"},
+            "sink must be a table with a kind",
+        ),
+        ({"kind": "user", "function": "m:f", "sink": {"path": "x"}}, "sink must be a table"),
+        ({"kind": "avg", "function": "m:f"}, "function only apply to kind = 'user'"),
+        ({"kind": "avg", "sink": {"kind": "console"}}, "sink only apply to kind = 'user'"),
+    ],
+)
+def test_function_and_sink_belong_to_user_queries(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        QuerySpec(name="q", feed="taxi", **kw)

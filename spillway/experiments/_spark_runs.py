@@ -101,7 +101,7 @@ def experiment_spark(master: str = "local[2]", app_name: str = "spillway-experim
     from spillway.spark.session import configure_spark
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    spark = configure_spark(builder).getOrCreate()
+    spark = configure_spark(builder, local=master.startswith("local")).getOrCreate()
     # Overloaded runs fall behind on purpose: Spark's per-batch warnings would flood the console.
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillway.errors import BrokerError, ConfigError
+from spillway.errors import BrokerError, ConfigError, KafkaClientError
 from spillway.kafka import jars as jarlib
 from spillway.kafka.connection import KafkaConnection
 
@@ -140,6 +140,23 @@ class BrokerState:
 
 
 # --------------------------------------------------------------------------- state file
+def local_connection(what: str = "kafka option 'kafka.bootstrap.servers'") -> KafkaConnection:
+    """The connection to the broker ``spillway kafka up`` runs in its default folder.
+
+    Raises
+    ------
+    KafkaClientError
+        No local broker runs (``what`` names the setting the user could give instead).
+    """
+    state = read_state(default_data_dir())
+    if state is None:
+        raise KafkaClientError(
+            f"{what} is not set and no local broker runs: start one with 'spillway kafka up' "
+            "or set the option (as for Spark's Kafka source)"
+        )
+    return state.connection()
+
+
 def read_state(data_dir: Path) -> BrokerState | None:
     """The state recorded in ``data_dir`` if its broker process is alive, else None (a stale
     state file is removed)."""

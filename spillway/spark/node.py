@@ -101,7 +101,7 @@ from typing import Any, NamedTuple
 import numpy as np
 import pandas as pd
 
-from spillway.config import NodeConfig, feed_settings
+from spillway.config import USER_KIND, NodeConfig, QuerySpec, feed_settings
 from spillway.control import CostModelState, batch_span, estimate
 from spillway.errors import ConfigError, RunFailedError, SpillwayError
 from spillway.events import Observer, bind_phase
@@ -109,6 +109,7 @@ from spillway.feeds import make_feed
 from spillway.policies.base import Policy
 from spillway.progress import report
 from spillway.quality import jain_index
+from spillway.sinks import Sink, make_sink
 from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
 from spillway.spark.coordinator import QueryCoordinator
@@ -117,6 +118,7 @@ from spillway.spark.listener import ProgressListener
 from spillway.spark.observed import observe_source
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
+from spillway.spark.user import UserPart, check_schema, resolve_function
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
 #: Columns of :meth:`Node.results` and :meth:`Node.exact_results` (``key``: the group of a
@@ -191,6 +193,21 @@ def plan_layout(config: NodeConfig) -> list[PlanLayout]:
     name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
     windows = {i: float(q.window_s) for i, q in enumerate(config.queries)}
     return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
+
+
+def _user_part(query_id: int, q: QuerySpec, feed: Any) -> UserPart:
+    """The sink's view of a user query: its function, window and (for a log) record schema."""
+    assert q.function is not None  # QuerySpec checks it for kind = "user"
+    schema = getattr(feed, "schema_ddl", None) if feed.log else None
+    if schema is not None:
+        check_schema(schema, query=q.name)
+    return UserPart(
+        query_id=query_id,
+        name=q.name,
+        fn=resolve_function(q.function),
+        window_us=int(round(q.window_s * 1e6)),
+        record_schema=schema,
+    )
 
 
 class Node:
@@ -272,6 +289,7 @@ class Node:
         #: The malformed and late records of the node's logs (Kafka topics, folders).
         self.dead_letters = DeadLetters([q.name for q in config.queries])
         self._key_texts: dict[str, dict[int, str]] = {}
+        self._user_sinks: dict[str, Sink] = {}
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
         self._phase = "start"
@@ -289,8 +307,10 @@ class Node:
 
             from spillway.spark.session import configure_spark
 
+            master = self.config.master
             builder = configure_spark(
-                SparkSession.builder.master(self.config.master).appName("spillway")
+                SparkSession.builder.master(master).appName("spillway"),
+                local=master.startswith("local"),
             )
             if self._log_level is not None:
                 builder = builder.config("spark.log.level", self._log_level)
@@ -369,6 +389,7 @@ class Node:
         plans = []
         logs: dict[str, str | None] = {}
         dead_topics: dict[str, Any] = {}
+        user_parts: list[UserPart] = []
         for layout in self._layout:
             queries = []
             for i in layout.query_ids:
@@ -386,6 +407,10 @@ class Node:
                 spec = (
                     FeedSpec.of(feed) if feed.portable else FeedSpec.registered(q.feed, **settings)
                 )
+                if q.kind == USER_KIND:
+                    user_parts.append(_user_part(i, q, feed))
+                    if q.sink is not None and q.name not in self._user_sinks:
+                        self._user_sinks[q.name] = make_sink(q.sink, query=q.name)
                 queries.append(
                     PlanQuery(
                         query_id=i,
@@ -468,6 +493,8 @@ class Node:
                 logs=any(q.name in logs for q in p.queries),
                 dead_letters=self.dead_letters.record,
                 key_texts=self._learn_key_texts,
+                user=[u for u in user_parts if u.query_id in p.kinds.get(USER_KIND, ())],
+                user_sinks={} if calibrating else self._user_sinks,
             )
             for p in plans
         }
@@ -572,9 +599,14 @@ class Node:
         self._server = None
 
     def stop(self) -> None:
-        """Stop the streaming queries, the channel and (if the node made it) the session."""
+        """Stop the streaming queries, the channel, the user queries' sinks and (if the node
+        made it) the session."""
         with self._lock:
             self._stop_queries()
+            for sink in self._user_sinks.values():
+                with contextlib.suppress(Exception):
+                    sink.close()
+            self._user_sinks = {}
             if self._tmpdir is not None:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
                 self._tmpdir = None
@@ -771,6 +803,25 @@ class Node:
         df = df.assign(query=[names[int(i)] for i in df["query_id"]])
         return self._annotate(df)[list(RESULT_COLUMNS)].reset_index(drop=True)
 
+    def user_results(self, query: str) -> pd.DataFrame:
+        """The result rows of the user query ``query`` so far, in batch order: the function's
+        columns with ``window_start``, ``sic``, ``query`` and ``batch_id`` (what its sink got).
+
+        Raises
+        ------
+        ConfigError
+            ``query`` is not a user query of this node.
+        """
+        users = [q.name for q in self.config.queries if q.kind == USER_KIND]
+        if query not in users:
+            raise ConfigError(
+                f"{query!r} is not a user query of this node; its user queries: {users}"
+            )
+        sink = self._sinks.get(self._layout[0].name) if self._sinks else None
+        if sink is None:
+            return pd.DataFrame()
+        return sink.user_store.rows_of(query).drop(columns=["plan"], errors="ignore")
+
     def _learn_key_texts(self, texts: pd.DataFrame) -> None:
         """Remember the texts of keys a log plan read (``query_id, key, key_text`` rows)."""
         names = [q.name for q in self.config.queries]
@@ -812,6 +863,8 @@ class Node:
         for p in self._layout:
             by_window: dict[float, dict[str, list[int]]] = {}
             for kind, ids in p.kinds.items():
+                if kind == USER_KIND:  # the user's own function: not a built-in exact answer
+                    continue
                 for i in ids:
                     by_window.setdefault(p.windows[i], {}).setdefault(kind, []).append(i)
             for w, kinds in by_window.items():

@@ -1,14 +1,24 @@
 """Plug spillway into a user's SparkSession builder (never create a session behind their back).
 
 :func:`configure_spark` adds the settings a spillway node relies on to a
-``SparkSession.builder`` and returns it; the caller still calls ``getOrCreate()``:
+``SparkSession.builder`` and returns it; the caller still calls ``getOrCreate()``. On any
+session, a cluster's included (:data:`SPARK_CONF`):
+
+- ``spark.sql.execution.arrow.pyspark.enabled`` = true: the sink hands each batch's results to
+  pandas through Arrow;
+- ``spark.sql.session.timeZone`` = UTC: windows are aligned to Unix time and results carry UTC
+  times, whatever the machines' zones;
+- ``spark.jars`` += Spark's own Kafka source (``spark-sql-kafka-0-10``), when ``make setup`` has
+  fetched it (:mod:`spillway.kafka.spark`): ``format("kafka")`` works in the same session.
+
+With ``local=True`` (a node on this machine: the CLI's embedded ``local[N]`` Spark, the tests),
+also :data:`LOCAL_CONF`, which would be wrong on a cluster:
 
 - ``spark.driver.host`` / ``spark.driver.bindAddress`` = ``127.0.0.1``: the driver, its block
   manager and the Python workers talk over loopback only (the control channel is loopback too);
 - ``spark.ui.enabled`` = false: no web UI port is opened;
 - ``spark.sql.shuffle.partitions`` = 2: micro-batches are small, 200 shuffle tasks would cost
   more than the work (local[2] has two cores);
-- ``spark.sql.execution.arrow.pyspark.enabled`` = true: pandas conversions go through Arrow;
 - ``spark.log.level`` = WARN: quiet logs (the progress of every micro-batch goes to the
   listener, not to the console);
 - ``spark.pyspark.python`` = this interpreter (:data:`sys.executable`) unless
@@ -17,12 +27,10 @@
   workers' interpreter of Python data sources from the ``PYSPARK_PYTHON`` environment variable
   when the SparkContext starts (the conf alone is not enough), so :func:`configure_spark` also
   sets that variable in this process when it is unset: the one side effect of this function.
+  On a cluster, install spillway in the executors' Python instead.
 
-- ``spark.jars`` += Spark's own Kafka source (``spark-sql-kafka-0-10``), when ``make setup`` has
-  fetched it (:mod:`spillway.kafka.spark`): ``format("kafka")`` works in the same session.
-
-``test=True`` also shrinks memory (driver 1 GiB, Arrow batches of 10,000 rows) and turns off
-Spark's periodic no-data progress events, which tests do not need.
+``test=True`` (implies ``local``) also shrinks memory (driver 1 GiB, Arrow batches of 10,000
+rows) and turns off Spark's periodic no-data progress events, which tests do not need.
 
 Examples
 --------
@@ -32,7 +40,10 @@ Examples
 ...     def config(self, key, value):
 ...         self.conf[key] = value
 ...         return self
->>> b = configure_spark(Builder())
+>>> b = configure_spark(Builder())                  # a user's session on a cluster
+>>> b.conf["spark.sql.session.timeZone"], "spark.driver.host" in b.conf
+('UTC', False)
+>>> b = configure_spark(Builder(), local=True)
 >>> b.conf["spark.driver.bindAddress"], b.conf["spark.ui.enabled"]
 ('127.0.0.1', 'false')
 >>> configure_spark(Builder(), test=True).conf["spark.driver.memory"]
@@ -45,15 +56,19 @@ import os
 import sys
 from typing import Any
 
-#: Settings every spillway session gets.
+#: Settings every spillway session gets, a cluster's too.
 SPARK_CONF: dict[str, str] = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.sql.session.timeZone": "UTC",
+}
+
+#: Settings of a session on this machine only (``local=True``).
+LOCAL_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
     "spark.sql.shuffle.partitions": "2",
-    "spark.sql.execution.arrow.pyspark.enabled": "true",
-    "spark.sql.session.timeZone": "UTC",
     "spark.log.level": "WARN",
 }
 
@@ -66,13 +81,15 @@ TEST_CONF: dict[str, str] = {
 }
 
 
-def configure_spark(builder: Any, *, test: bool = False) -> Any:
+def configure_spark(builder: Any, *, local: bool = False, test: bool = False) -> Any:
     """Add spillway's settings to a ``SparkSession.builder`` and return the builder.
 
     Parameters
     ----------
     builder : a ``pyspark.sql.SparkSession.Builder`` (anything with ``config(key, value)``).
-    test : also apply :data:`TEST_CONF` (small memory, for tests and doctests).
+    local : a session on this machine: also :data:`LOCAL_CONF` and the workers' interpreter.
+    test : also apply :data:`LOCAL_CONF` and :data:`TEST_CONF` (small memory, for tests and
+        doctests).
 
     Returns
     -------
@@ -84,9 +101,11 @@ def configure_spark(builder: Any, *, test: bool = False) -> Any:
     kafka_jars = spark_kafka_jars(required=False)
     if kafka_jars:  # Spark's own Kafka source, when fetched: plain-Spark baselines, user code
         builder = configure_spark_kafka(builder, jars=kafka_jars)
-    if not os.environ.get("PYSPARK_PYTHON"):
-        os.environ["PYSPARK_PYTHON"] = sys.executable
-    conf["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
+    if local or test:
+        conf.update(LOCAL_CONF)
+        if not os.environ.get("PYSPARK_PYTHON"):
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+        conf["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]
     if test:
         conf.update(TEST_CONF)
     for key, value in conf.items():

@@ -73,8 +73,10 @@ from typing import Any
 import pandas as pd
 from pyspark.sql import DataFrame
 
+from spillway.config import USER_KIND
 from spillway.errors import ConfigError
 from spillway.events import ResultsEvent, notify
+from spillway.sinks import Sink
 from spillway.spark.coordinator import QueryCoordinator
 from spillway.spark.queries import (
     COUNT_THRESHOLD,
@@ -89,6 +91,7 @@ from spillway.spark.queries import (
     query_kind,
     with_key_dtype,
 )
+from spillway.spark.user import RECORD_ORIGIN, UserPart, evaluate
 
 #: Columns of :meth:`ResultStore.to_pandas`, in order.
 STORE_COLUMNS: tuple[str, ...] = (
@@ -382,6 +385,24 @@ def kinds_sql(
     return " UNION ALL ".join(_result_select(p) for p in parts)
 
 
+def _user_ids(kind: Any, user: Sequence[UserPart]) -> tuple[int, ...]:
+    """The query ids listed under the ``user`` kind, checked against the user parts."""
+    ids = tuple(int(i) for i in kind.get(USER_KIND, ())) if isinstance(kind, Mapping) else ()
+    given = sorted(p.query_id for p in user)
+    if sorted(ids) != given:
+        raise ConfigError(
+            f"the user queries {sorted(ids)} of kinds and the user parts {given} must match: "
+            "give one UserPart per query id listed under 'user'"
+        )
+    return ids
+
+
+def _empty_results() -> pd.DataFrame:
+    """No rows, with the result columns (time columns as µs)."""
+    types = {"int": "int32", "bigint": "int64", "double": "float64", "timestamp": "int64"}
+    return pd.DataFrame({c: pd.Series(dtype=types[t]) for c, t in RESULT_TYPES.items()})
+
+
 class ResultStore:
     """Thread-safe table of result rows, keyed by ``(plan, batch_id)``.
 
@@ -462,6 +483,18 @@ class ResultStore:
         with self._lock:
             return self._frame()
 
+    def rows_of(self, plan: str) -> pd.DataFrame:
+        """The rows of ``plan``'s batches only (their own columns), in batch order.
+
+        >>> store = ResultStore()
+        >>> _ = store.put("a", 1, pd.DataFrame({"x": [2]})), store.put("b", 0, pd.DataFrame({"y": [1]}))
+        >>> list(store.rows_of("a").columns), len(store.rows_of("c"))
+        (['plan', 'batch_id', 'x'], 0)
+        """
+        with self._lock:
+            frames = [f for (p, b), f in sorted(self._batches.items()) if p == plan]
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
     def batches(self) -> list[tuple[str, int]]:
         """The ``(plan, batch_id)`` keys stored, in the order first seen."""
         with self._lock:
@@ -489,6 +522,12 @@ class ResultSink:
     logs : the plan reads external logs (Kafka, folders): rows with an ``error`` (malformed or
         late) are kept out of the results and handed to ``dead_letters``.
     dead_letters : ``dead_letters(batch_id, rows)`` for each batch of a plan with ``logs``.
+    user : the plan's user queries (:class:`~spillway.spark.user.UserPart`), listed under the
+        kind ``user`` in ``kind``; each runs the user's function on its rows of every batch
+        (:func:`spillway.spark.user.evaluate`), its rows go to ``user_sinks[name]`` (if any)
+        and to :attr:`user_store`, one bookkeeping row per window to ``store``.
+    user_sinks : ``{query name: sink}`` (:mod:`spillway.sinks`), written before the batch's
+        results are stored, so a batch whose sink write failed is run again by Spark.
 
     Examples
     --------
@@ -521,25 +560,42 @@ class ResultSink:
         logs: bool = False,
         dead_letters: Callable[[int, pd.DataFrame], None] | None = None,
         key_texts: Callable[[pd.DataFrame], None] | None = None,
+        user: Sequence[UserPart] = (),
+        user_sinks: Mapping[str, Sink] | None = None,
     ) -> None:
-        self.kinds = kind_map(kind)
-        single = len(self.kinds) == 1
-        #: The plan's query kind when it has one (None for a plan of several kinds).
+        self.user = tuple(user)
+        user_ids = _user_ids(kind, self.user)
+        built_in = (
+            {k: v for k, v in kind.items() if k != USER_KIND} if isinstance(kind, Mapping) else kind
+        )
+        self.kinds = kind_map(built_in) if built_in or not user_ids else {}
+        single = len(self.kinds) == 1 and not user_ids
+        #: The plan's query kind when it has one built-in kind (None for several, or users').
         self.kind: QueryKind | None = (
             (kind if isinstance(kind, QueryKind) else query_kind(next(iter(self.kinds))))
             if single
             else None
         )
         self._kind_of = {i: k for k, ids in self.kinds.items() for i in ids}
+        self._kind_of.update({i: USER_KIND for i in user_ids})
         self._view = f"spillway_batch_{id(self):x}"
-        #: The statement run on every batch (:func:`kinds_sql` over the batch's view).
-        self.sql = kinds_sql(self._view, self.kinds, window_s)
-        self._parts = self.sql.count(" UNION ALL ") + 1
+        #: The statement run on every batch (:func:`kinds_sql` over the batch's view); None
+        #: when the plan carries only user queries.
+        self.sql = kinds_sql(self._view, self.kinds, window_s) if self.kinds else None
+        self._parts = (self.sql.count(" UNION ALL ") + 1 if self.sql else 0) + len(self.user)
         self.window_s = window_s
         self.store = store
         self.coordinator = coordinator
         self.clock = clock or time.time
+        if plan is None and not self.kinds:
+            plan = USER_KIND
         self.plan = plan or (next(iter(self.kinds)) if single else MIXED_PLAN)
+        #: Where each user query's sink writes, by query name.
+        self.user_sinks: dict[str, Sink] = dict(user_sinks or {})
+        #: Every user query's result rows, keyed by ``(query name, batch_id)`` (a replayed
+        #: batch replaces its rows).
+        self.user_store = ResultStore()
+        self._user_rows: dict[str, pd.DataFrame] = {}
         #: Whether the plan reads external logs (their malformed and late rows are set aside).
         self.logs = logs
         #: Called as ``dead_letters(batch_id, rows)`` with the batch's malformed and late rows
@@ -551,8 +607,9 @@ class ResultSink:
         self.key_texts = key_texts
         self._texts = pd.DataFrame(columns=["query_id", "key", "key_text"])
 
-    def _collect(self, batch_df: DataFrame) -> pd.DataFrame:
-        """Run :attr:`sql` over the batch in one Spark job; time columns as int64 µs."""
+    def _collect(self, batch_df: DataFrame, batch_id: int = -1) -> pd.DataFrame:
+        """Run :attr:`sql` over the batch in one Spark job, and each user query's function;
+        time columns as int64 µs."""
         missing = [c for c in SOURCE_COLUMNS if c not in batch_df.columns]
         if missing:
             raise ConfigError(
@@ -572,19 +629,31 @@ class ResultSink:
                     .distinct()
                     .toPandas()
                 )
-        rows = raw.select(*SOURCE_COLUMNS).repartition("query_id")
+        records = any(p.record_schema is not None for p in self.user)
+        cols = (*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ()))
+        rows = raw.select(*cols).repartition("query_id")
         if self._parts > 1:
             rows = rows.persist()
         session = rows.sparkSession
-        rows.createOrReplaceTempView(self._view)
+        books = []
         try:
-            pdf: pd.DataFrame = session.sql(self.sql).toPandas()
+            if self.sql is not None:
+                rows.createOrReplaceTempView(self._view)
+                pdf: pd.DataFrame = session.sql(self.sql).toPandas()
+            else:
+                pdf = _empty_results()
+            for part in self.user:
+                self._user_rows[part.name], book = evaluate(part, rows, batch_id)
+                books.append(book)
         finally:
-            session.catalog.dropTempView(self._view)
+            if self.sql is not None:
+                session.catalog.dropTempView(self._view)
             if self._parts > 1:
                 rows.unpersist()
             if self.logs:
                 batch_df.unpersist()
+        if books:
+            pdf = pd.concat([f for f in (pdf, *books) if len(f)] or [pdf], ignore_index=True)
         for c in TIME_COLUMNS:
             pdf[c] = pdf[c].astype("int64")
         return with_key_dtype(pdf)
@@ -604,7 +673,7 @@ class ResultSink:
 
     def __call__(self, batch_df: DataFrame, batch_id: int) -> None:
         """Process one micro-batch (the ``foreachBatch`` signature)."""
-        pdf = self._collect(batch_df)
+        pdf = self._collect(batch_df, batch_id)
         produced_at = _seconds(self.clock())
         pdf["produced_at"] = produced_at
         pdf["latency_s"] = produced_at - pdf["last_arrival_ts"] / 1e6
@@ -615,5 +684,11 @@ class ResultSink:
             self.dead_letters(batch_id, self._bad)  # idempotent per batch id (the node's)
         if self.logs and self.key_texts is not None and len(self._texts):
             self.key_texts(self._texts)
+        for name, rows in self._user_rows.items():
+            sink = self.user_sinks.get(name)
+            if sink is not None:
+                sink.write(batch_id, rows)
+            self.user_store.put(name, batch_id, rows)
+        self._user_rows = {}
         if self.store.put(self.plan, batch_id, pdf) and self.coordinator is not None:
             self.coordinator.record(pdf)

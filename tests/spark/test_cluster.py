@@ -34,13 +34,13 @@ import json, sys
 import pandas as pd
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession, functions as F
-from spillway.spark.session import SPARK_CONF, TEST_CONF
+from spillway.spark.session import LOCAL_CONF, SPARK_CONF, TEST_CONF
 from spillway.spark.queries import QUERIES, SOURCE_COLUMNS, results_to_pandas
 from spillway.testing import ListFeed
 from tests.spark.test_queries import feed_rows
 
 times, values = json.loads(sys.argv[1]), json.loads(sys.argv[2])
-conf = SparkConf().setAll([*SPARK_CONF.items(), *TEST_CONF.items()])
+conf = SparkConf().setAll([*SPARK_CONF.items(), *LOCAL_CONF.items(), *TEST_CONF.items()])
 conf = conf.set("spark.executor.memory", "512m")
 conf = conf.set("spark.cores.max", "1").set("spark.sql.shuffle.partitions", "1")
 SparkContext._ensure_initialized(conf=conf)
