@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Sequence
 from types import TracebackType
 from typing import Any
 
@@ -80,12 +79,12 @@ def parse_key(key: bytes | None) -> tuple[str, int]:
     return fragment, int(batch)
 
 
-def _rows(rows: pd.DataFrame, required: Sequence[str] = LINK_COLUMNS) -> list[str]:
+def _rows(rows: pd.DataFrame) -> list[str]:
     if not isinstance(rows, pd.DataFrame):
         raise ConfigError(f"rows must be a pandas DataFrame, got {type(rows).__name__}")
-    missing = [c for c in required if c not in rows.columns]
+    missing = [c for c in LINK_COLUMNS if c not in rows.columns]
     if missing:
-        raise ConfigError(f"rows need the columns {list(required)}; missing {missing}")
+        raise ConfigError(f"rows need the columns {list(LINK_COLUMNS)}; missing {missing}")
     sic = rows["sic"].to_numpy(dtype=np.float64)
     if sic.size and (not np.isfinite(sic).all() or sic.min() < 0):
         raise ConfigError("rows' sic must be finite and >= 0 (THEMIS Eq. 3)")
@@ -103,7 +102,6 @@ class LinkWriter:
     fragment : the upstream fragment's name (no ``:`` is needed to be unique, any text works).
     partition : the partition this fragment writes (it must be the only writer there).
     timeout_s : how long starting, committing or reading the tail may take.
-    required : the columns every batch's rows must have (default :data:`LINK_COLUMNS`).
 
     Attributes
     ----------
@@ -128,7 +126,6 @@ class LinkWriter:
         fragment: str,
         partition: int = 0,
         timeout_s: float = 30.0,
-        required: Sequence[str] = LINK_COLUMNS,
     ) -> None:
         if not isinstance(fragment, str) or not fragment:
             raise ConfigError(f"fragment must be a non-empty name, got {fragment!r}")
@@ -139,7 +136,6 @@ class LinkWriter:
         check_reachable(conn)
         self.conn, self.topic, self.fragment, self.partition = conn, topic, fragment, partition
         self.timeout_s = float(timeout_s)
-        self.required = tuple(required)
         self.transactional_id = f"spillway-link:{topic}:{partition}:{fragment}"
         self._producer = Producer(
             conn.client_config(
@@ -206,7 +202,7 @@ class LinkWriter:
             raise ConfigError(f"batch_id must be an int >= 0, got {batch_id!r}")
         if batch_id < 0:
             raise ConfigError(f"batch_id must be an int >= 0, got {batch_id!r}")
-        values = _rows(rows, self.required)
+        values = _rows(rows)
         if batch_id <= self.last_batch:
             return False  # a replay: the batch is in the log already
         from confluent_kafka import KafkaException

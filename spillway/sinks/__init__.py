@@ -11,10 +11,15 @@ kind       settings                                             exactly once by
 ========== ==================================================== ==============================
 parquet    ``path`` (a folder)                                  one file per batch, written
                                                                 aside and renamed over its name
-kafka      ``topic``, ``partition`` (0), ``kafka.*`` (the       one transaction per batch, the
-           broker; default the local one), ``create`` (true)    last batch read back on start
+kafka      ``topic``, ``partition`` (0), ``kafka.*`` (the       one transaction per batch with
+           broker; default the local one), ``create`` (true)    its progress, read back on start
 console    ``rows`` (20 shown per batch)                        (display only: no guarantee)
 ========== ==================================================== ==============================
+
+Batch ids count within one checkpoint's history, its *lineage* (the node keeps a lineage id per
+query in its checkpoint folder): a restarted driver continues its lineage, while a run from a
+fresh checkpoint, whose batch ids start at 0 again, writes beside an earlier run's results
+instead of being taken for a replay of them.
 
 A function ``f(rows, batch_id)`` is a sink too (:class:`FunctionSink`): it is called once per
 batch run, so it sees a replayed batch again with the same id, as Spark's ``foreachBatch`` does.
@@ -23,7 +28,7 @@ Examples
 --------
 >>> import pandas as pd, tempfile
 >>> folder = tempfile.mkdtemp()
->>> sink = make_sink({"kind": "parquet", "path": folder}, query="fares")
+>>> sink = make_sink({"kind": "parquet", "path": folder}, query="fares", lineage="a1")
 >>> rows = pd.DataFrame({"route": ["JFK-LAX"], "mean_fare": [41.5], "sic": [0.5]})
 >>> sink.write(3, rows), sink.write(3, rows)      # a replay replaces the batch's file
 (True, True)
@@ -54,8 +59,11 @@ SINKS: dict[str, Callable[..., Sink]] = {
 }
 
 
-def make_sink(spec: Mapping[str, Any] | Callable[..., Any], *, query: str) -> Sink:
-    """The sink a query's ``sink`` setting names (a table with ``kind``, or a function).
+def make_sink(
+    spec: Mapping[str, Any] | Callable[..., Any], *, query: str, lineage: str = "0"
+) -> Sink:
+    """The sink a query's ``sink`` setting names (a table with ``kind``, or a function), for
+    the checkpoint history ``lineage``.
 
     Raises
     ------
@@ -73,7 +81,7 @@ def make_sink(spec: Mapping[str, Any] | Callable[..., Any], *, query: str) -> Si
             f"query {query!r}: unknown sink kind {kind!r}; known: {', '.join(sorted(SINKS))}"
         )
     try:
-        return SINKS[kind](query=query, **settings)
+        return SINKS[kind](query=query, lineage=lineage, **settings)
     except TypeError as e:
         raise ConfigError(f"query {query!r}: sink {kind!r}: {e}") from None
 

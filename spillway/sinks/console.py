@@ -23,7 +23,9 @@ from spillway.sinks.base import check_batch_id
 class ConsoleSink:
     """Prints up to ``rows`` rows of each batch to ``out`` (default standard output)."""
 
-    def __init__(self, *, query: str, rows: int = 20, out: TextIO | None = None) -> None:
+    def __init__(
+        self, *, query: str, rows: int = 20, out: TextIO | None = None, lineage: str = "0"
+    ) -> None:
         if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
             raise ConfigError(f"query {query!r}: console sink 'rows' must be an int >= 0")
         self.query, self.rows, self.out = query, rows, out

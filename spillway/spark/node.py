@@ -87,12 +87,15 @@ Examples
 from __future__ import annotations
 
 import contextlib
+import json
 import math
+import os
 import re
 import shutil
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -193,6 +196,29 @@ def plan_layout(config: NodeConfig) -> list[PlanLayout]:
     name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
     windows = {i: float(q.window_s) for i, q in enumerate(config.queries)}
     return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
+
+
+#: File in a checkpoint folder naming each user query's sink lineage (:mod:`spillway.sinks`).
+LINEAGE_FILE = "sink-lineage.json"
+
+
+def sink_lineage(root: Path, query: str) -> str:
+    """The lineage of ``query``'s sink in the checkpoint folder ``root``: read back when a driver
+    restarts from it, made (and written down) on the first run.
+
+    >>> import tempfile
+    >>> root = Path(tempfile.mkdtemp())
+    >>> sink_lineage(root, "fares") == sink_lineage(root, "fares") != sink_lineage(root, "b")
+    True
+    """
+    path = root / LINEAGE_FILE
+    known = json.loads(path.read_text()) if path.exists() else {}
+    if query not in known:
+        known[query] = uuid.uuid4().hex[:12]
+        aside = path.with_name(f".{path.name}.tmp")
+        aside.write_text(json.dumps(known, indent=1, sort_keys=True))
+        os.replace(aside, path)
+    return str(known[query])
 
 
 def _user_part(query_id: int, q: QuerySpec, feed: Any) -> UserPart:
@@ -409,8 +435,9 @@ class Node:
                 )
                 if q.kind == USER_KIND:
                     user_parts.append(_user_part(i, q, feed))
-                    if q.sink is not None and q.name not in self._user_sinks:
-                        self._user_sinks[q.name] = make_sink(q.sink, query=q.name)
+                    if q.sink is not None and not calibrating and q.name not in self._user_sinks:
+                        lineage = sink_lineage(self._checkpoint_root(phase), q.name)
+                        self._user_sinks[q.name] = make_sink(q.sink, query=q.name, lineage=lineage)
                 queries.append(
                     PlanQuery(
                         query_id=i,

@@ -33,8 +33,8 @@ def test_a_parquet_sink_holds_each_batch_once_even_when_a_batch_is_written_again
     assert got["window_start"].dt.tz is not None and got["sic"].sum() == pytest.approx(1.5)
     # nothing half-written is left beside the batches
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == [
-        "part-000000000000.parquet",
-        "part-000000000001.parquet",
+        "part-000000000000-0.parquet",
+        "part-000000000001-0.parquet",
     ]
 
 
