@@ -162,7 +162,8 @@ class QuerySpec:
     function : a ``user`` query's function ``f(rows) -> DataFrame`` (rows: the query's
         DataFrame of one micro-batch, whole windows, with ``window_start`` and ``sic``), or its
         name as ``"module:function"`` or ``"path/to/file.py:function"`` (a relative path is
-        taken from the working directory). Only for ``kind = "user"``, which needs it.
+        taken from the config file's folder when read by :func:`load_config`, else from the
+        working directory). Only for ``kind = "user"``, which needs it.
     sink : where a ``user`` query's results go, each batch exactly once: a table such as
         ``{kind = "parquet", path = "out/fares"}``, ``{kind = "kafka", topic = "fares-out"}``
         or ``{kind = "console"}`` (:mod:`spillway.sinks`), or a function ``f(rows, batch_id)``
@@ -417,4 +418,23 @@ def load_config(path: str | Path, **overrides: Any) -> NodeConfig:
     except tomllib.TOMLDecodeError as e:
         raise InputDataError(f"config file {str(p)!r} is not valid TOML: {e}") from None
     data.update({k: v for k, v in overrides.items() if v is not None})
+    for q in data.get("query", data.get("queries", [])) or []:
+        if isinstance(q, dict):  # a user query's function file is found beside the config
+            q["function"] = _beside(p, q.get("function"))
     return NodeConfig.from_dict(data)
+
+
+def _beside(config: Path, function: Any) -> Any:
+    """A ``"file.py:function"`` with a relative file, made relative to the config's folder.
+
+    >>> _beside(Path("conf/node.toml"), "queries.py:mean")
+    'conf/queries.py:mean'
+    >>> _beside(Path("conf/node.toml"), "mypkg.queries:mean")
+    'mypkg.queries:mean'
+    """
+    if not isinstance(function, str) or ":" not in function:
+        return function
+    where, _, attr = function.rpartition(":")
+    if not where.endswith(".py") or Path(where).expanduser().is_absolute():
+        return function
+    return f"{config.parent / where}:{attr}"

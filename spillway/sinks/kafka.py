@@ -12,8 +12,9 @@ transactional id fences a crashed predecessor and aborts the transaction it left
 The *lineage* names one checkpoint's history of batch ids: the node keeps it in the checkpoint
 folder, so a restarted driver continues its own progress, while a run from a fresh checkpoint
 (whose batch ids start at 0 again) writes to the same topic under a new lineage instead of being
-taken for a replay. Each record's key is ``"<query>:<batch>"`` and its value one result row as
-JSON (``window_start`` as ISO-8601 UTC text, ``sic`` beside the query's own columns).
+taken for a replay. Each record's key is ``"<query>@<lineage>:<batch>"`` (what a consumer
+deduplicates on, if it must) and its value one result row as JSON (``window_start`` as
+ISO-8601 UTC text, ``sic`` beside the query's own columns).
 
 Settings: ``topic`` (required), ``partition`` (default 0), ``create`` (default true: create a
 missing topic with enough partitions), and ``kafka.*`` client settings as for Spark's Kafka
@@ -154,7 +155,7 @@ class KafkaSink:
         values = _values(rows)
         if b <= self.last_batch:
             return False
-        key = f"{self.query}:{b}"
+        key = f"{self.query}@{self.lineage}:{b}"
         p = self._producer
         try:
             p.begin_transaction()

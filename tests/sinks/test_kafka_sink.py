@@ -47,7 +47,7 @@ def test_each_batch_reaches_the_topic_once_across_a_restart(kafka_topics: KafkaT
     again.close()
     got = _written(conn, topic)
     assert got["mean"].tolist() == [1.0, 2.0, 3.0, 4.0]
-    assert got["batch"].tolist() == [0, 0, 1, 2] and set(got["fragment"]) == {"fares"}
+    assert got["batch"].tolist() == [0, 0, 1, 2] and set(got["fragment"]) == {"fares@a"}
     assert got["window_start"].iloc[0] == "1970-01-01T00:01:40.000000Z"
     assert got["sic"].sum() == pytest.approx(1.0)  # each row's SIC counted once
 
