@@ -66,8 +66,10 @@ def _value(col: pa.Array) -> pa.Array:
     if pa.types.is_integer(typ) or pa.types.is_boolean(typ):
         return col.cast(pa.string())
     if pa.types.is_timestamp(typ):
-        utc = col.cast(pa.timestamp("us", tz="UTC"))
-        return pc.strftime(utc, format='"%Y-%m-%dT%H:%M:%SZ"')
+        # As UTC wall time without a zone: Arrow writes that far faster (no zone per value).
+        wall = col.cast(pa.timestamp("us", tz="UTC")).cast(pa.int64()).cast(pa.timestamp("us"))
+        iso = pc.replace_substring(wall.cast(pa.string()), " ", "T", max_replacements=1)
+        return pc.binary_join_element_wise('"', iso, 'Z"', "")
     return pa.array([None if v is None else json.dumps(v, default=str) for v in col.to_pylist()])
 
 
