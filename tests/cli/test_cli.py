@@ -296,7 +296,9 @@ def test_cod_runs_the_grouped_workload_unless_told_otherwise() -> None:
     assert cfg("--workload", "grouped").policy == "balance-sic"
 
 
-def test_the_spark_node_factory_quiets_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_spark_node_factory_quiets_spark_and_keeps_source_mass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import spillway.spark.node
     from spillway.cli import RUN_LOG_LEVEL, spark_node
 
@@ -309,7 +311,8 @@ def test_the_spark_node_factory_quiets_spark(monkeypatch: pytest.MonkeyPatch) ->
     monkeypatch.setattr(spillway.spark.node, "Node", Recorder)
     cfg = default_node_config()
     spark_node(cfg)
-    assert made == [(cfg, {"log_level": RUN_LOG_LEVEL})] and RUN_LOG_LEVEL == "ERROR"
+    assert made == [(cfg, {"log_level": RUN_LOG_LEVEL, "keep_source_mass": True})]
+    assert RUN_LOG_LEVEL == "ERROR"
 
 
 # --------------------------------------------------------------------------- bench

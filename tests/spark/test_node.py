@@ -53,6 +53,8 @@ def test_node_argument_errors():
         Node(cfg, log_level="")
     with pytest.raises(SpillwayError, match="the node is not started"):
         Node(cfg).history()
+    with pytest.raises(ConfigError, match="keep_source_mass must be True or False, got 'yes'"):
+        Node(cfg, keep_source_mass="yes")  # type: ignore[arg-type]
 
 
 def _wait_batches(node, n, timeout_s=45.0):
@@ -134,6 +136,11 @@ def test_run_ticks_and_always_stops(monkeypatch):
     assert calls[-1] == "stop"
     with pytest.raises(ConfigError, match="duration_s and tick_s must be > 0"):
         node.run(0)
+    # after-run work: once the streaming queries stopped (halt), before the channel stops
+    calls.clear()
+    monkeypatch.setattr(node, "halt", lambda: calls.append("halt"))
+    node.run(0.1, tick_s=0.05, before_stop=lambda n: calls.append(("after", n is node)))
+    assert calls == ["start", "halt", ("after", True), "stop"]
 
 
 @pytest.mark.spark
