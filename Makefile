@@ -5,9 +5,9 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test lint typecheck unit bench clean java setup properties
+.PHONY: run test lint typecheck unit bench clean java setup properties kafka-jars
 
-setup: $(STAMP) java
+setup: $(STAMP) java kafka-jars
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) scripts/check_python.py
@@ -18,6 +18,11 @@ $(STAMP): pyproject.toml
 
 java:
 	@sh scripts/check_java.sh
+
+# The pinned Kafka broker and Spark Kafka-connector jars, from Maven Central into
+# ~/.cache/spillway (outside the repo); a no-op once there. See spillway/kafka/jars.py.
+kafka-jars: $(STAMP)
+	@$(BIN)/spillway kafka fetch
 
 run: setup
 	$(BIN)/spillway run $(ARGS)

@@ -47,6 +47,7 @@ from spillway.bench.command import BENCHMARKS, run_benchmarks
 from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
+from spillway.kafka.cli import add_kafka_commands
 from spillway.live import LiveWriter
 from spillway.progress import to_stream
 from spillway.run_exact import DEFAULT_BUDGET_ROWS
@@ -169,9 +170,12 @@ examples:
   spillway run --config spillway/examples/node.toml   # your own queries, feeds and rates
   spillway experiment --help                     # lists the experiments
   spillway bench --quick --out runs/bench
+  spillway kafka up                              # a local Kafka broker; 'spillway kafka --help'
+  spillway produce clicks --rate 10000           # a feed into a Kafka topic at a rate profile
 
-Each command writes a report folder (summary.json, CSV, PNG plots, report.md) and prints its
-path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help' for more.
+run, experiment and bench write a report folder (summary.json, CSV, PNG plots, report.md) and
+print its path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help'
+for more.
 """
 
 _RUN_EPILOG = """\
@@ -333,6 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="report folder (default runs/bench-<UTC time>)"
     )
     _overwrite_option(bench)
+    add_kafka_commands(sub)  # kafka up|down|status|topics|fetch, produce: spillway/kafka/cli.py
     return parser
 
 
@@ -584,6 +589,8 @@ def main(argv: Sequence[str] | None = None, *, node_factory: NodeFactory | None 
             return cmd_run(args, node_factory or spark_node)
         if args.command == "experiment":
             return cmd_experiment(args)
+        if getattr(args, "handler", None) is not None:  # commands registered with a handler
+            return int(args.handler(args))
         return cmd_bench(args)
     except RunFailedError as e:
         print("spillway: error: " + " ".join(str(e).split()), file=sys.stderr)

@@ -39,6 +39,16 @@ class ControlChannelError(SpillwayError):
     """The loopback channel to the NodeController failed (refused, timed out, wrong key)."""
 
 
+class BrokerError(SpillwayError):
+    """The local Kafka broker of ``spillway kafka`` could not be fetched, started or stopped
+    (jars not fetched, Maven or Java missing, a port taken, the broker process exited)."""
+
+
+class KafkaClientError(SpillwayError):
+    """Talking to a Kafka cluster failed: the bootstrap servers are unreachable, a topic or
+    partition does not exist, an offset range is not in the log, or the broker refused a write."""
+
+
 class RunFailedError(SpillwayError):
     """A run started but failed: a streaming query died, Spark could not start, a Python worker
     crashed. The CLI reports it in one line, writes the report of what ran (saying where it

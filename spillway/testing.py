@@ -2,7 +2,12 @@
 
 - :class:`ListFeed`: a feed backed by explicit lists (arrival times and values per source);
 - :class:`ManualClock`: an injected clock that only moves when told to;
-- :func:`local_spark`: a small local SparkSession set up for tests (``local[2]``, UI off).
+- :func:`local_spark`: a small local SparkSession set up for tests (``local[2]``, UI off);
+- :func:`running_broker`: a Kafka broker on loopback for the duration of a ``with`` block;
+- :class:`KafkaTopics`: unique topics for one test, deleted afterwards;
+- pytest fixtures ``kafka_broker`` (one broker for the whole test session) and
+  ``kafka_topics`` (a :class:`KafkaTopics` per test); a ``conftest.py`` enables them with
+  ``from spillway.testing import kafka_broker, kafka_topics``.
 
 Examples
 --------
@@ -18,13 +23,21 @@ Examples
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import itertools
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from spillway.errors import ConfigError
 from spillway.feeds.base import Feed
+from spillway.kafka.broker import BrokerConfig, BrokerState
+from spillway.kafka.connection import KafkaConnection
 
 
 class ListFeed(Feed):
@@ -52,9 +65,8 @@ class ListFeed(Feed):
             )
         self._t = [np.asarray(t, dtype=np.float64) for t in times]
         self._v = [np.asarray(v, dtype=np.float64) for v in values]
-        self._k = [
-            np.asarray(k, dtype=np.int64) for k in (keys or [np.zeros(len(t)) for t in times])
-        ]
+        given: Sequence[Any] = keys or [np.zeros(len(t)) for t in times]
+        self._k = [np.asarray(k, dtype=np.int64) for k in given]
         for s, (t, v, k) in enumerate(zip(self._t, self._v, self._k, strict=True)):
             if not (t.shape == v.shape == k.shape):
                 raise ConfigError(f"source {s}: times, values and keys must have the same length")
@@ -96,14 +108,101 @@ class ManualClock:
 def local_spark(app_name: str = "spillway-test", **conf: Any) -> Any:
     """A local SparkSession for tests: ``local[2]``, UI off, 2 shuffle partitions, loopback only.
 
-    Extra ``conf`` entries are passed to the builder (dots as in Spark: use a dict to pass them).
+    Spark's own Kafka source is on its classpath when its jars are fetched (``make setup``), so
+    any test of the session may read ``format("kafka")``. Extra ``conf`` entries are passed to
+    the builder (dots as in Spark: use a dict to pass them).
     """
     from pyspark.sql import SparkSession
 
+    from spillway.kafka.spark import configure_spark_kafka, spark_kafka_jars
     from spillway.spark.session import configure_spark
 
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     builder = configure_spark(builder, test=True)
+    kafka_jars = spark_kafka_jars(required=False)
+    if kafka_jars:
+        builder = configure_spark_kafka(builder, jars=kafka_jars)
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()
+
+
+@contextlib.contextmanager
+def running_broker(data_dir: Path | None = None, **settings: Any) -> Iterator[BrokerState]:
+    """A Kafka broker on 127.0.0.1 for the ``with`` block, stopped at its end.
+
+    Parameters
+    ----------
+    data_dir : the broker's folder (default: a temporary folder, removed afterwards).
+    **settings : other :class:`~spillway.kafka.broker.BrokerConfig` fields (``port=...``).
+
+    The broker also stops if this process dies (Linux), so a crashed test session leaves none.
+    """
+    from spillway.kafka import broker
+
+    own = data_dir is None
+    folder = Path(tempfile.mkdtemp(prefix="spillway-kafka-")) if data_dir is None else data_dir
+    try:
+        state = broker.start(BrokerConfig(data_dir=folder, **settings), die_with_parent=True)
+        try:
+            yield state
+        finally:
+            broker.stop(folder)
+    finally:
+        if own:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+class KafkaTopics:
+    """Unique topics for one test: :meth:`new` creates one, :meth:`close` deletes them all.
+
+    Names are ``<prefix>-<pid>-<n>``, unique within the broker's life even across processes.
+    """
+
+    _counter = itertools.count()
+
+    def __init__(self, conn: KafkaConnection, *, prefix: str = "test") -> None:
+        self.conn = conn
+        self.prefix = prefix
+        self.created: list[str] = []
+
+    def new(self, partitions: int = 1, *, name: str | None = None) -> str:
+        """Create a topic with ``partitions`` partitions and return its name."""
+        from spillway.kafka.admin import create_topic
+
+        topic = name or f"{self.prefix}-{os.getpid()}-{next(self._counter)}"
+        create_topic(self.conn, topic, partitions=partitions)
+        self.created.append(topic)
+        return topic
+
+    def close(self) -> None:
+        """Delete every topic :meth:`new` created."""
+        from spillway.kafka.admin import delete_topics
+
+        if self.created:
+            delete_topics(self.conn, self.created)
+        self.created = []
+
+
+try:  # the fixtures need pytest; the helpers above do not
+    import pytest
+except ImportError:  # pragma: no cover - pytest is a dev dependency
+    pytest = None  # type: ignore[assignment]
+
+if pytest is not None:
+
+    @pytest.fixture(scope="session")
+    def kafka_broker() -> Iterator[BrokerState]:
+        """One Kafka broker for the whole test session (started on first use, about 2-5 s)."""
+        with running_broker() as state:
+            yield state
+
+    @pytest.fixture
+    def kafka_topics(kafka_broker: BrokerState) -> Iterator[KafkaTopics]:
+        """Unique topics for this test (``kafka_topics.new(partitions=4)``), deleted after it;
+        ``kafka_topics.conn`` is the session broker's connection."""
+        topics = KafkaTopics(kafka_broker.connection())
+        try:
+            yield topics
+        finally:
+            topics.close()

@@ -1,8 +1,12 @@
-"""One local SparkSession for every Spark test (``local[2]``, UI off, loopback)."""
+"""Shared fixtures: one local SparkSession for every Spark test (``local[2]``, UI off, loopback,
+Spark's Kafka source on its classpath), one Kafka broker for the whole session
+(``kafka_broker``) and fresh topics per test (``kafka_topics``)."""
 
 from __future__ import annotations
 
 import pytest
+
+from spillway.testing import kafka_broker, kafka_topics  # noqa: F401  (pytest fixtures)
 
 
 @pytest.fixture(scope="session")

@@ -90,6 +90,12 @@ FEEDS: dict[str, type[Feed]] = {
     "packets": PacketFeed,
 }
 
+#: Feeds that read external logs, imported when first used (they need a log client):
+#: name -> "module:class".
+LOG_FEEDS: dict[str, str] = {
+    "kafka": "spillway.kafka.feed:KafkaFeed",
+}
+
 _FIXED = tuple(FeedSettings.__annotations__)  # the shared settings, left out of messages
 
 
@@ -125,6 +131,19 @@ def make_feed(
     InputDataError
         A replayed file cannot be read.
     """
+    if name in LOG_FEEDS:
+        import importlib
+
+        module, cls = LOG_FEEDS[name].split(":")
+        feed: Feed = getattr(importlib.import_module(module), cls)(
+            n_sources=n_sources,
+            rate=rate,
+            profile=profile,
+            profile_options=dict(profile_options or {}),
+            seed=seed,
+            **options,
+        )
+        return feed
     return construct(
         "feed",
         FEEDS,
@@ -141,6 +160,7 @@ def make_feed(
 
 __all__ = [
     "FEEDS",
+    "LOG_FEEDS",
     "PAYLOAD_COLUMNS",
     "PROFILES",
     "BurstyProfile",

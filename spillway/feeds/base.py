@@ -21,7 +21,7 @@ when keys are cheaper than the whole payload.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -34,6 +34,14 @@ class Feed(ABC):
     """A deterministic set of sources. Subclasses are immutable after construction."""
 
     name: ClassVar[str] = "feed"
+    #: True when executors get the feed object itself (pickled: a Kafka feed's resolved
+    #: partitions and start offsets) rather than a rebuild from its name and settings.
+    portable: ClassVar[bool] = False
+    #: True for external logs (Kafka topics, folders of files): their records can be malformed
+    #: or late, and the node sets those aside (:mod:`spillway.spark.dead_letters`).
+    log: ClassVar[bool] = False
+    #: Where a log's malformed and late records are written (a folder), or None.
+    dead_letter: str | None = None
 
     @property
     @abstractmethod
@@ -77,6 +85,38 @@ class Feed(ABC):
     def rejected(self) -> int:
         """Malformed input rows set aside (replayed files); 0 for generated feeds."""
         return 0
+
+    def start_offsets(self) -> np.ndarray:
+        """Every source's first tuple index (0 for generated feeds; a Kafka partition's start
+        offset, so its tuple indices are the offsets themselves)."""
+        return np.zeros(self.n_sources, dtype=np.int64)
+
+    def attach(self, epoch_s: float) -> None:  # noqa: B027 (a hook: most feeds need nothing)
+        """Called once with the node's epoch (Unix seconds) before the first :meth:`count`;
+        feeds whose clock is absolute (a Kafka log) map feed time through it."""
+
+    def records(self, source: int, index: np.ndarray, epoch_s: float) -> dict[str, Any]:
+        """Everything the data source emits for tuples ``index`` of ``source``: ``key``,
+        ``value``, ``key_text`` (texts, or None), ``event_ts`` and ``arrival_ts`` (absolute
+        seconds: Unix time, or the data's own time for a feed with an :meth:`event_clock`),
+        and, for external logs, ``offset``, ``topic``, ``partition``, ``error`` (why a value is
+        malformed, per row) and ``raw`` (its text); None where a feed has no such column.
+        One call so a log is read once per range."""
+        payload = self.payload(source, index)
+        own = self.event_clock() is not None
+        return {
+            "key": payload["key"],
+            "value": payload["value"],
+            "key_text": payload.get("key_text"),
+            "event_ts": np.asarray(self.event_time(source, index), dtype=np.float64)
+            + (0.0 if own else epoch_s),
+            "arrival_ts": np.asarray(self.arrival_time(source, index), dtype=np.float64) + epoch_s,
+            "offset": None,
+            "topic": None,
+            "partition": None,
+            "error": None,
+            "raw": None,
+        }
 
     @property
     def text_keys(self) -> bool:

@@ -388,6 +388,7 @@ class _Segment:
     # plan lane -> (group keys, counts, keeps) of EVERY group of the lane's range, for lanes a
     # per-group decision covered; lanes absent were kept whole or decided per lane.
     groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
+    cut: np.ndarray | None = None  # per plan lane: its query's decided-through time (µs)
 
 
 @dataclass
@@ -543,9 +544,9 @@ class NodeController:
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
+        self._build(plans)
         if epoch_s is not None:
             self._set_epoch(int(round(epoch_s * 1e6)))
-        self._build(plans)
         self._k_last = 0
         self._decisions = 0
         self._overload: OverloadDecision | None = None
@@ -629,7 +630,11 @@ class NodeController:
             [self._queries[q].feed.n_sources for q in lane_query], dtype=np.int64
         )
         n_lanes = len(lane_query)
-        self._decided = np.zeros(n_lanes, dtype=np.int64)
+        #: Every lane's first tuple index (a Kafka partition's start offset; 0 otherwise).
+        self._start = np.concatenate(
+            [np.asarray(q.feed.start_offsets(), dtype=np.int64) for q in self._queries]
+        )
+        self._decided = self._start.copy()
         self._arrived_tau = np.zeros(n_lanes, dtype=np.int64)
         stw = StwConfig(stw_s=self.config.stw_s, slide_s=self.config.trigger_s)
         self._stw = StwCounter(stw, n_lanes=n_lanes)
@@ -686,6 +691,8 @@ class NodeController:
 
     def _set_epoch(self, epoch_us: int) -> None:
         self._epoch_us = epoch_us
+        for q in self._queries:
+            q.feed.attach(epoch_us / 1e6)
         if self.coordinator is not None and hasattr(self.coordinator, "epoch_s"):
             self.coordinator.epoch_s = epoch_us / 1e6
 
@@ -753,9 +760,10 @@ class NodeController:
         raise UnknownNameError(f"unknown control operation {op!r}")
 
     def initial_offset(self, plan: str) -> dict[str, Any]:
-        """The plan's offset before anything arrived."""
+        """The plan's offset before anything arrived (every lane at its first index)."""
         st = self._plan(plan)
-        return PlanOffset.initial(plan, n_lanes=len(st.lanes), epoch_us=self.epoch_us).to_json()
+        first = PlanOffset.initial(plan, n_lanes=len(st.lanes), epoch_us=self.epoch_us)
+        return replace(first, end=tuple(self._start[st.lanes].tolist())).to_json()
 
     def latest_offset(self, plan: str, start: Mapping[str, Any] | None) -> dict[str, Any]:
         """The plan's next end offset after ``start`` (``start`` itself when nothing is due).
@@ -1001,14 +1009,12 @@ class NodeController:
                     keep=keep[ln].copy(),
                     sic=sic[ln].copy(),
                     groups=seg_groups,
+                    cut=t1_us[self.lane_query[ln]].copy(),
                 )
             )
         adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
-        mass_kept = np.bincount(self.lane_query, weights=keep * sic, minlength=self.n_queries)
-        a = qids[advanced]
-        self.account.add("arrived", a, t0_us[a] / 1e6, t1_us[a] / 1e6, mass_in[a])
-        self.account.add("admitted", a, t0_us[a] / 1e6, t1_us[a] / 1e6, mass_kept[a])
+        self._record_masses(k, qids[advanced], t0_us, t1_us, lo, arrived_end, keep, sic)
         self._query_t_us = t1_us
         kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
         count_q = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
@@ -1166,6 +1172,71 @@ class NodeController:
             out[self._query_lanes[q.query_id]] = q.feed.count(t_us / 1e6)
         return out
 
+    def _record_masses(
+        self,
+        k: int,
+        queries: np.ndarray,
+        t0_us: np.ndarray,
+        t1_us: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        keep: np.ndarray,
+        sic: np.ndarray,
+    ) -> None:
+        """Record, per window of every query the decision advanced, the SIC mass that arrived
+        and the mass admitted (:mod:`spillway.quality.stw_account`). Per window, not per
+        decision: a decision that covers several windows at different rates (after a slow
+        batch, or a rate step) spreads its mass by where the tuples arrived, which is what the
+        query's results carry; the admitted mass is split like the arrivals (the kept sample
+        is uniform over the range)."""
+        for q in queries.tolist():
+            lanes = self._query_lanes[q]
+            ends = self._window_ends_us(k, q, int(t0_us[q]), int(t1_us[q]))
+            feed = self._queries[q].feed
+            clock = self._event_clock[q]
+            cuts = [lo[lanes]]
+            w_s = self.query_window_us[q] / 1e6
+            for t_us in ends[:-1]:
+                if clock is None:
+                    at = feed.count(t_us / 1e6)
+                else:  # the exact window end in event time (the µs floor undone)
+                    at = feed.count_until_event(
+                        round((clock[0] + clock[1] * t_us / 1e6) / w_s) * w_s
+                    )
+                cuts.append(np.clip(np.asarray(at, dtype=np.int64), lo[lanes], hi[lanes]))
+            cuts.append(hi[lanes])
+            n = np.diff(np.stack(cuts), axis=0).astype(np.float64)  # (windows, lanes)
+            total = np.maximum(hi[lanes] - lo[lanes], 1)
+            arrived = n @ sic[lanes]
+            kept = n @ (keep[lanes] / total * sic[lanes])
+            starts = np.array([t0_us[q], *ends[:-1]], dtype=np.float64) / 1e6
+            stops = np.array(ends, dtype=np.float64) / 1e6
+            self.account.add("arrived", np.full(len(stops), q), starts, stops, arrived)
+            self.account.add("admitted", np.full(len(stops), q), starts, stops, kept)
+
+    def _window_ends_us(self, k: int, q: int, t0_us: int, t1_us: int) -> list[int]:
+        """Feed times (µs) of query ``q``'s window ends in ``(t0_us, t1_us]``, ``t1_us`` last
+        (for a feed with an event clock, the event-time window ends mapped to arrival time)."""
+        w = int(self.query_window_us[q])
+        clock = self._event_clock[q]
+        if clock is None:
+            e = self.epoch_us
+            first = ((e + t0_us) // w + 1) * w - e
+            ends = list(range(first, t1_us, w))
+        else:
+            origin, speed = clock
+            w_s = w / 1e6
+            a = math.floor((origin + speed * t0_us / 1e6) / w_s + 1e-9) + 1
+            ends = []
+            while True:
+                t = int(math.floor((a * w_s - origin) / speed * 1e6))
+                if t >= t1_us:
+                    break
+                if t > t0_us:
+                    ends.append(t)
+                a += 1
+        return [*ends, t1_us]
+
     def _projection(
         self, decided_s: np.ndarray, until_s: np.ndarray, mass_in: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray]:
@@ -1277,6 +1348,7 @@ class NodeController:
             keep=tuple(keep.tolist()),
             sic=tuple(sic.tolist()),
             groups=self._merge_groups(st, segs),
+            cut=tuple(last.cut.tolist()) if last.cut is not None else (),
         )
 
     def _merge_groups(

@@ -111,6 +111,7 @@ from spillway.quality import jain_index
 from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
 from spillway.spark.coordinator import QueryCoordinator
+from spillway.spark.dead_letters import DeadLetters
 from spillway.spark.listener import ProgressListener
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
@@ -273,6 +274,8 @@ class Node:
         #: Measured micro-batches per plan a calibration round needs.
         self.calibration_min_batches = MIN_CALIBRATION_BATCHES
         self._feed_ends: dict[str, float | None] = {}
+        #: The malformed and late records of the node's logs (Kafka topics, folders).
+        self.dead_letters = DeadLetters([q.name for q in config.queries])
         self._key_texts: dict[str, dict[int, str]] = {}
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
@@ -366,16 +369,21 @@ class Node:
         cfg = self.config
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
+        logs: dict[str, str | None] = {}
         for layout in self._layout:
             queries = []
             for i in layout.query_ids:
                 q = cfg.queries[i]
                 settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
+                if feed.log:
+                    logs[q.name] = feed.dead_letter
                 self._feed_ends[q.name] = feed.end_s()
                 if feed.text_keys:
                     self._key_texts[q.name] = feed.key_texts()
-                spec = FeedSpec.registered(q.feed, **settings)
+                spec = (
+                    FeedSpec.of(feed) if feed.portable else FeedSpec.registered(q.feed, **settings)
+                )
                 queries.append(
                     PlanQuery(
                         query_id=i,
@@ -435,9 +443,21 @@ class Node:
         root = self._checkpoint_root(phase)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
+        self.dead_letters = DeadLetters(
+            [q.name for q in cfg.queries],
+            folders={n: f for n, f in logs.items() if f is not None},
+        )
         self._sinks = {
             p.name: ResultSink(
-                p.kinds, p.windows, self.store, coordinator, clock=controller.now, plan=p.name
+                p.kinds,
+                p.windows,
+                self.store,
+                coordinator,
+                clock=controller.now,
+                plan=p.name,
+                logs=any(q.name in logs for q in p.queries),
+                dead_letters=self.dead_letters.record,
+                key_texts=self._learn_key_texts,
             )
             for p in plans
         }
@@ -759,6 +779,12 @@ class Node:
             return pd.DataFrame(columns=list(RESULT_COLUMNS))
         df = df.assign(query=[names[int(i)] for i in df["query_id"]])
         return self._annotate(df)[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+    def _learn_key_texts(self, texts: pd.DataFrame) -> None:
+        """Remember the texts of keys a log plan read (``query_id, key, key_text`` rows)."""
+        names = [q.name for q in self.config.queries]
+        for q, k, t in zip(texts["query_id"], texts["key"], texts["key_text"], strict=True):
+            self._key_texts.setdefault(names[int(q)], {})[int(k)] = str(t)
 
     def _annotate(self, df: pd.DataFrame) -> pd.DataFrame:
         """Add ``key_text`` (the text of a text key, else null) and ``window_end_feed_s`` (the

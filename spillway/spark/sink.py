@@ -99,6 +99,9 @@ STORE_COLUMNS: tuple[str, ...] = (
     "latency_s",
 )
 
+#: Columns of the rows a plan reading logs sets aside (malformed or late records).
+DEAD_LETTER_COLUMNS: tuple[str, ...] = ("query_id", "topic", "partition", "offset", "error", "raw")
+
 #: Name of a plan whose queries are of several kinds.
 MIXED_PLAN = "mixed"
 
@@ -459,6 +462,9 @@ class ResultSink:
     clock : returns now, as seconds (float) or an aware datetime, in the same clock as the
         rows' ``arrival_ts`` (Unix time); default :func:`time.time`.
     plan : name keying the store (default the kind's name, :data:`MIXED_PLAN` for several).
+    logs : the plan reads external logs (Kafka, folders): rows with an ``error`` (malformed or
+        late) are kept out of the results and handed to ``dead_letters``.
+    dead_letters : ``dead_letters(batch_id, rows)`` for each batch of a plan with ``logs``.
 
     Examples
     --------
@@ -488,6 +494,9 @@ class ResultSink:
         clock: Callable[[], Any] | None = None,
         *,
         plan: str | None = None,
+        logs: bool = False,
+        dead_letters: Callable[[int, pd.DataFrame], None] | None = None,
+        key_texts: Callable[[pd.DataFrame], None] | None = None,
     ) -> None:
         self.kinds = kind_map(kind)
         single = len(self.kinds) == 1
@@ -507,6 +516,16 @@ class ResultSink:
         self.coordinator = coordinator
         self.clock = clock or time.time
         self.plan = plan or (next(iter(self.kinds)) if single else MIXED_PLAN)
+        #: Whether the plan reads external logs (their malformed and late rows are set aside).
+        self.logs = logs
+        #: Called as ``dead_letters(batch_id, rows)`` with the batch's malformed and late rows
+        #: (:data:`DEAD_LETTER_COLUMNS`), before the results are stored.
+        self.dead_letters = dead_letters
+        self._bad = pd.DataFrame(columns=list(DEAD_LETTER_COLUMNS))
+        #: Called with the batch's distinct ``query_id, key, key_text`` of a log plan (texts are
+        #: only known once read: a topic's keys arrive with its records).
+        self.key_texts = key_texts
+        self._texts = pd.DataFrame(columns=["query_id", "key", "key_text"])
 
     def _collect(self, batch_df: DataFrame) -> pd.DataFrame:
         """Run :attr:`sql` over the batch in one Spark job; time columns as int64 µs."""
@@ -516,7 +535,20 @@ class ResultSink:
                 f"plan {self.plan!r} needs the source columns {', '.join(SOURCE_COLUMNS)}; "
                 f"missing {', '.join(missing)}: read the rows from the spillway source"
             )
-        rows = batch_df.select(*SOURCE_COLUMNS).repartition("query_id")
+        raw = batch_df
+        if self.logs:  # rows of logs may be malformed or late: set them aside first
+            raw = batch_df.persist()
+            bad = raw.filter("error IS NOT NULL").select(*DEAD_LETTER_COLUMNS)
+            self._bad = bad.toPandas()
+            raw = raw.filter("error IS NULL")
+            if self.key_texts is not None:
+                self._texts = (
+                    raw.filter("key_text IS NOT NULL")
+                    .select("query_id", "key", "key_text")
+                    .distinct()
+                    .toPandas()
+                )
+        rows = raw.select(*SOURCE_COLUMNS).repartition("query_id")
         if self._parts > 1:
             rows = rows.persist()
         session = rows.sparkSession
@@ -527,6 +559,8 @@ class ResultSink:
             session.catalog.dropTempView(self._view)
             if self._parts > 1:
                 rows.unpersist()
+            if self.logs:
+                batch_df.unpersist()
         for c in TIME_COLUMNS:
             pdf[c] = pdf[c].astype("int64")
         return with_key_dtype(pdf)
@@ -553,5 +587,9 @@ class ResultSink:
         for c in TIME_COLUMNS:
             pdf[c] = pd.to_datetime(pdf[c], unit="us", utc=True)
         pdf.insert(0, "kind", self._kinds_of(pdf["query_id"]))
+        if self.logs and self.dead_letters is not None:
+            self.dead_letters(batch_id, self._bad)  # idempotent per batch id (the node's)
+        if self.logs and self.key_texts is not None and len(self._texts):
+            self.key_texts(self._texts)
         if self.store.put(self.plan, batch_id, pdf) and self.coordinator is not None:
             self.coordinator.record(pdf)

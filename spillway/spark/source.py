@@ -102,6 +102,7 @@ from pyspark.sql.types import (
     DoubleType,
     IntegerType,
     LongType,
+    StringType,
     StructField,
     StructType,
     TimestampType,
@@ -126,6 +127,12 @@ SCHEMA = StructType(
         StructField("sic", DoubleType()),
         StructField("event_ts", TimestampType()),
         StructField("arrival_ts", TimestampType()),
+        StructField("key_text", StringType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("error", StringType()),
+        StructField("raw", StringType()),
     ]
 )
 
@@ -139,8 +146,21 @@ ARROW_SCHEMA = pa.schema(
         pa.field("sic", pa.float64()),
         pa.field("event_ts", pa.timestamp("us", tz="UTC")),
         pa.field("arrival_ts", pa.timestamp("us", tz="UTC")),
+        pa.field("key_text", pa.string()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("error", pa.string()),
+        pa.field("raw", pa.string()),
     ]
 )
+
+#: The ``error`` of a log record whose timestamp is before the cut its lane's previous batch
+#: ended at: its window has been evaluated, so it is counted as lost (never a second result).
+LATE = "late: its window was already evaluated"
+
+#: Columns of :data:`SCHEMA` that only external logs (Kafka, folders) fill; null otherwise.
+LOG_COLUMNS: tuple[str, ...] = ("key_text", "topic", "partition", "offset", "error", "raw")
 
 _MASK64 = (1 << 64) - 1
 
@@ -234,6 +254,10 @@ class PlanOffset:
         listed is kept whole, and a lane not listed is kept by ``keep`` alone. Keys are sorted
         ascending. Omitted from the JSON when empty, so offsets without it (and checkpoints
         written before it existed) parse unchanged.
+    cut : per lane, the feed time (µs) up to which its query's tuples are decided (the end of
+        its last whole window): a Kafka record at an offset after the previous cut but with a
+        timestamp before it is late for its window. All zeros (omitted from the JSON) for
+        feeds that cannot be late.
 
     Examples
     --------
@@ -253,6 +277,7 @@ class PlanOffset:
     groups: Mapping[int, tuple[tuple[int, ...], tuple[int, ...]]] = field(
         default_factory=dict, hash=False
     )
+    cut: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "end", _int_tuple("end", self.end))
@@ -264,6 +289,12 @@ class PlanOffset:
                 f"{len(self.end)}, {len(self.keep)}, {len(self.sic)}"
             )
         object.__setattr__(self, "groups", _group_map(self.groups, self.keep))
+        cut = _int_tuple("cut", self.cut) if self.cut else (0,) * len(self.end)
+        if len(cut) != len(self.end):
+            raise InputDataError(
+                f"offset of plan {self.plan!r}: cut needs one entry per lane, got {len(cut)}"
+            )
+        object.__setattr__(self, "cut", cut)
 
     @property
     def n_lanes(self) -> int:
@@ -298,6 +329,8 @@ class PlanOffset:
         }
         if self.groups:
             out["groups"] = {str(j): [list(k), list(n)] for j, (k, n) in self.groups.items()}
+        if any(self.cut):
+            out["cut"] = list(self.cut)
         return out
 
     @classmethod
@@ -330,6 +363,7 @@ class PlanOffset:
                 keep=data["keep"],
                 sic=data["sic"],
                 groups=data.get("groups", {}),
+                cut=data.get("cut", ()),
             )
         except KeyError as e:
             raise InputDataError(f"spillway offset lacks the field {e.args[0]!r}") from None
@@ -637,8 +671,10 @@ class SpillwayPartition(InputPartition):
         keep: np.ndarray,
         sic: np.ndarray,
         groups: tuple[tuple[np.ndarray, np.ndarray] | None, ...] | None = None,
+        since_us: np.ndarray | None = None,
     ) -> None:
         self.plan = plan
+        self.since_us = since_us if since_us is not None else np.zeros(len(lo), np.int64)
         self.seed = seed
         self.epoch_us = epoch_us
         self.feeds = feeds
@@ -732,7 +768,10 @@ def plan_partitions(
         groups = None
         if grouped[b].any():
             groups = tuple(_lane_groups(end, int(j)) for j in ln)
-        parts.append(_partition(desc, ln, lo[ln], hi[ln], keep[ln], sic[ln], end.epoch_us, groups))
+        since = np.asarray(start.cut, dtype=np.int64)[ln]
+        parts.append(
+            _partition(desc, ln, lo[ln], hi[ln], keep[ln], sic[ln], end.epoch_us, groups, since)
+        )
     return parts
 
 
@@ -752,6 +791,7 @@ def _partition(
     sic: np.ndarray,
     epoch_us: int,
     groups: tuple[tuple[np.ndarray, np.ndarray] | None, ...] | None = None,
+    since_us: np.ndarray | None = None,
 ) -> SpillwayPartition:
     """A partition of ``lanes`` (lane indices); the other arrays are already one per entry."""
     lane_feed = np.asarray(desc.lane_feed, dtype=np.int64)[lanes]
@@ -770,6 +810,7 @@ def _partition(
         keep=keep,
         sic=sic,
         groups=groups,
+        since_us=since_us,
     )
 
 
@@ -859,7 +900,7 @@ def read_batches(
     """
     if not isinstance(max_rows, int) or isinstance(max_rows, bool) or max_rows < 1:
         raise ConfigError(f"max_rows must be an int >= 1, got {max_rows!r}")
-    cols: dict[str, list[np.ndarray]] = {f.name: [] for f in ARROW_SCHEMA}
+    cols: dict[str, list[Any]] = {f.name: [] for f in ARROW_SCHEMA}
     held = 0
     for j in range(len(partition.lo)):
         qid, sid = int(partition.query_id[j]), int(partition.source_id[j])
@@ -876,17 +917,26 @@ def read_batches(
         while at < kept.size:
             idx = kept[at : at + max_rows - held]
             at += idx.size
-            payload = feed.payload(sid, idx)
-            n = idx.size
+            r = feed.records(sid, idx, partition.epoch_us / 1e6)
+            n = len(r["key"])
             cols["query_id"].append(np.full(n, qid, dtype=np.int32))
             cols["source_id"].append(np.full(n, sid, dtype=np.int32))
-            cols["key"].append(np.asarray(payload["key"], dtype=np.int64))
-            cols["value"].append(np.asarray(payload["value"], dtype=np.float64))
+            cols["key"].append(np.asarray(r["key"], dtype=np.int64))
+            cols["value"].append(np.asarray(r["value"], dtype=np.float64))
             cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
-            # recorded event times stay in the data's own time; generated ones are epoch-based
-            origin = 0 if feed.event_clock() is not None else partition.epoch_us
-            cols["event_ts"].append(_micros(feed.event_time(sid, idx), origin))
-            cols["arrival_ts"].append(_micros(feed.arrival_time(sid, idx), partition.epoch_us))
+            cols["event_ts"].append(_micros(r["event_ts"], 0))
+            cols["arrival_ts"].append(_micros(r["arrival_ts"], 0))
+            if r.get("topic") is not None:  # a log: a record from before the last cut is late
+                since = (partition.epoch_us + int(partition.since_us[j])) / 1e6
+                late = np.asarray(r["event_ts"], dtype=np.float64) < since
+                if late.any():
+                    err = r.get("error")
+                    error = np.array(err if err is not None else [None] * n, dtype=object)
+                    error[late & np.array([e is None for e in error], dtype=bool)] = LATE
+                    r = {**r, "error": error}
+            for c in LOG_COLUMNS:
+                v = r.get(c)
+                cols[c].append(_log_column(c, v, n))
             held += n
             if held == max_rows:
                 yield _arrow_batch(cols)
@@ -896,10 +946,27 @@ def read_batches(
         yield _arrow_batch(cols)
 
 
-def _arrow_batch(cols: Mapping[str, list[np.ndarray]]) -> pa.RecordBatch:
+def _log_column(name: str, value: Any, n: int) -> Any:
+    """One lane chunk of a :data:`LOG_COLUMNS` column: an int (all nulls, ``n`` of them), a
+    scalar for a whole chunk (the topic, the partition), or one value per row."""
+    if value is None:
+        return n
+    if np.ndim(value) == 0:
+        return np.full(n, value, dtype=object if name == "topic" else np.int64)
+    return np.asarray(value)
+
+
+def _arrow_batch(cols: Mapping[str, list[Any]]) -> pa.RecordBatch:
     arrays = []
     for f in ARROW_SCHEMA:
         parts = cols.get(f.name, [])
+        if f.name in LOG_COLUMNS:
+            chunks = [
+                pa.nulls(p, type=f.type) if isinstance(p, int) else pa.array(p, type=f.type)
+                for p in parts
+            ]
+            arrays.append(pa.concat_arrays(chunks) if chunks else pa.array([], type=f.type))
+            continue
         data = np.concatenate(parts) if parts else np.empty(0, dtype=_NP_TYPES[f.name])
         arrays.append(pa.array(data, type=f.type))
     return pa.RecordBatch.from_arrays(arrays, schema=ARROW_SCHEMA)

@@ -443,3 +443,44 @@ def test_arrived_tuples_enter_the_cost_model_and_the_budget():
     # the decision's budget for kept tuples is what the arrivals leave
     c.latest_offset("avg", c.initial_offset("avg"))
     assert c.history()[-1].per_arrived_s > 0
+
+
+def test_a_decision_over_several_windows_records_each_windows_own_mass():
+    # A slow first batch: the decision at 4 s covers four 1 s windows, the rate halving after
+    # 2 s. Results of the unshed query carry each window's own tuples: its measured SIC is 1.
+    from spillway.spark.coordinator import QueryCoordinator
+
+    times = [list(np.arange(0.0, 2.0, 0.01)) + list(np.arange(2.0, 8.0, 0.02))]
+    feed = ListFeed(times=times, values=[[1.0] * len(times[0])])
+    plan = PlanSpec(
+        name="avg", kind="avg", window_s=1.0, queries=(PlanQuery(query_id=0, name="q", feed=feed),)
+    )
+    clock = ManualClock(100.0)
+    coord = QueryCoordinator(n_queries=1, stw_s=2.0, windows_s=1.0)
+    c = NodeController(
+        ControllerConfig(stw_s=2.0, capacity_tuples=10**6),
+        [plan],
+        RandomShare(),
+        clock=clock,
+        epoch_s=100.0,
+        coordinator=coord,
+    )
+    clock.advance(4.2)
+    off = c.latest_offset("avg", c.initial_offset("avg"))
+    assert off["b"] == 4 and off["end"] == [300]
+    sic = off["sic"][0]
+    counts = [100, 100, 50, 50]  # tuples per window
+    coord.record(
+        {
+            "query_id": [0] * 4,
+            "window_start": [100.0 + w for w in range(4)],
+            "sic": [n * sic for n in counts],
+            "n_in": counts,
+            "latency_s": [0.5] * 4,
+            "produced_at": [104.5] * 4,
+        }
+    )
+    clock.advance(1.0)
+    c.latest_offset("avg", off)  # acknowledges the batch: processed through 4 s
+    assert coord.query_sic(105.2)[0] == pytest.approx(1.0)  # [2, 4): half the rate, all kept
+    assert coord.account.mass("arrived", 0.0, 2.0)[0] == pytest.approx(200 * sic)

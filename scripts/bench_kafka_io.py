@@ -1,0 +1,122 @@
+"""Measure spillway's Kafka plumbing on this machine: writer rate, range-reader rows/s.
+
+Usage (under the shared lock, with nothing else heavy running)::
+
+    flock /tmp/spillway-heavy.lock .venv/bin/python scripts/bench_kafka_io.py [--rows 2000000]
+
+Starts its own broker in a temporary folder (stopped at the end), fills one partition with
+``--rows`` JSON messages of the ``spillway produce`` shape (about 100 bytes), then reports, as
+one JSON object per line: the encoding rate (columns to JSON values), the writer's rate (queue
+and acknowledge), and the reader's rows/s for the whole partition at once and for consecutive
+ranges of 50,000 and 10,000 offsets (the shape of a source's micro-batches), each the median of
+three runs. ``--spark`` adds Spark's own Kafka source counting the same partition (batch read).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+
+import numpy as np
+
+from spillway.kafka.admin import create_topic
+from spillway.kafka.encode import encode
+from spillway.kafka.reader import RangeReader
+from spillway.kafka.writer import KafkaWriter
+from spillway.testing import running_broker
+
+
+def _median_rate(rows: int, runs: list[float]) -> float:
+    return rows / statistics.median(runs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=2_000_000)
+    ap.add_argument("--spark", action="store_true", help="also time Spark's Kafka source")
+    args = ap.parse_args()
+    n = args.rows
+    with running_broker() as state:
+        conn = state.connection()
+        create_topic(conn, "bench", partitions=1)
+        now = int(time.time() * 1000)
+        cols = {
+            "source": np.zeros(n, dtype=np.int64),
+            "seq": np.arange(n, dtype=np.int64),
+            "key": np.arange(n, dtype=np.int64) % 1000,
+            "value": np.random.default_rng(0).normal(50.0, 10.0, n),
+            "event_time": (now + np.arange(n) // 10).astype("datetime64[ms]"),
+        }
+        t0 = time.perf_counter()
+        values = encode(cols)
+        encode_s = time.perf_counter() - t0
+        keys = [str(k) for k in cols["key"]]
+        t0 = time.perf_counter()
+        with KafkaWriter(conn) as w:
+            w.write("bench", values, keys=keys, partitions=0, timestamps_ms=now + np.arange(n))
+        write_s = time.perf_counter() - t0
+        mean_bytes = sum(map(len, values[:10_000])) / 10_000
+        print(json.dumps({"figure": "encode_json_rows_per_s", "value": round(n / encode_s)}))
+        print(
+            json.dumps(
+                {
+                    "figure": "writer_rows_per_s",
+                    "value": round(n / write_s),
+                    "value_bytes": round(mean_bytes, 1),
+                    "note": "queue + flush until acknowledged, 1 partition, lz4",
+                }
+            )
+        )
+        for chunk in (n, 50_000, 10_000):
+            runs = []
+            for _ in range(3):
+                with RangeReader(conn) as r:
+                    t0 = time.perf_counter()
+                    got = sum(
+                        r.read("bench", 0, a, min(a + chunk, n)).num_rows
+                        for a in range(0, n, chunk)
+                    )
+                    runs.append(time.perf_counter() - t0)
+                assert got == n, (got, n)
+            print(
+                json.dumps(
+                    {
+                        "figure": "reader_rows_per_s",
+                        "range_rows": chunk,
+                        "value": round(_median_rate(n, runs)),
+                        "runs_s": [round(x, 3) for x in runs],
+                    }
+                )
+            )
+        if args.spark:
+            from spillway.testing import local_spark
+
+            spark = local_spark("bench-kafka-io")
+            df = (
+                spark.read.format("kafka")
+                .options(**conn.spark_options())
+                .option("subscribe", "bench")
+                .load()
+            )
+            runs = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                assert df.count() == n
+                runs.append(time.perf_counter() - t0)
+            print(
+                json.dumps(
+                    {
+                        "figure": "spark_kafka_source_count_rows_per_s",
+                        "value": round(_median_rate(n, runs)),
+                        "runs_s": [round(x, 3) for x in runs],
+                        "note": "spark.read.format('kafka').load().count(), local[2], 1 partition",
+                    }
+                )
+            )
+            spark.stop()
+
+
+if __name__ == "__main__":
+    main()

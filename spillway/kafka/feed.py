@@ -1,0 +1,330 @@
+"""A Kafka topic as a spillway feed: partitions are sources, offsets are tuple indices.
+
+THEMIS's node input buffer on a real stream (docs/design.md, "Real streams"): each partition of
+the subscribed topics is a source, a lane's tuple index is the Kafka offset itself (absolute, so
+a query restarted from its checkpoint resumes from the offsets in Spark's log), and the arrival
+clock is the record timestamp: the tuples of a partition that arrived by feed time ``t`` are the
+offsets before the first record whose timestamp (as Kafka's time index keeps it, the largest
+timestamp so far) reaches ``epoch + t``. So a batch ends on a window boundary in the records' own
+time, the cut is a pure function of the log (a replay reads the same offsets), and built-in
+queries window by the record timestamp. The log may hold records older than the cut that are
+appended after it (a producer's own timestamps, delivered late): those are late for their
+window, which has already been evaluated; :meth:`KafkaFeed.records` marks them and the node counts
+them as lost, never folded into a second result for an old window.
+
+Where the driver and the executors do what:
+
+- driver (the node's controller): resolves partitions and start offsets once
+  (``startingOffsets``: ``earliest`` or ``latest``), then asks :meth:`KafkaFeed.count` for the
+  cut of each decision (one ``offsets_for_times`` call per decision, cached);
+- executors: :meth:`KafkaFeed.records` reads an exact offset range of one partition
+  (:class:`~spillway.kafka.reader.RangeReader`), keeps the decided subset, and parses the values
+  with the user's schema (:mod:`spillway.kafka.parse`): malformed values come back with their
+  reason, topic, partition and offset for the dead-letter destination.
+
+The feed travels to executors as an object (its resolved partitions and start offsets, no live
+client): :attr:`portable` is True.
+
+Options follow Spark's Kafka source where they mean the same (``kafka.bootstrap.servers``,
+``subscribe``, ``startingOffsets``, ``failOnDataLoss``, other ``kafka.*`` client settings) plus
+how to read the values: ``format`` (``json`` or ``csv``), ``schema`` (DDL), ``value_column``,
+``key_column`` (integers or texts), ``time_column`` (kept as data; built-in windows use the
+record timestamp), ``dead_letter`` (a folder for malformed and late records).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from spillway.errors import ConfigError, KafkaClientError
+from spillway.feeds.base import Feed
+from spillway.feeds.hashing import text_keys
+from spillway.kafka.connection import KafkaConnection
+from spillway.kafka.parse import FORMATS, parse_schema, parse_table
+
+#: Starting positions.
+STARTING = ("earliest", "latest")
+
+
+def _bool(name: str, v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if str(v).lower() in ("true", "false"):
+        return str(v).lower() == "true"
+    raise ConfigError(f"kafka option {name!r} must be true or false, got {v!r}")
+
+
+class KafkaFeed(Feed):
+    """The partitions of Kafka topics as a feed (see the module docstring).
+
+    Parameters
+    ----------
+    n_sources, rate, profile, profile_options, seed : the shared feed signature; the topic
+        sets the sources (its partitions: ``n_sources`` is ignored unless it disagrees with an
+        explicit ``sources``) and the rate (so ``rate`` and the profile are unused).
+    **options : Spark's Kafka source options (``kafka.bootstrap.servers``, ``subscribe``,
+        ``startingOffsets``, ``failOnDataLoss``, ``kafka.*``) and ``format``, ``schema``,
+        ``value_column``, ``key_column``, ``time_column``.
+
+    Raises
+    ------
+    ConfigError
+        A missing or bad option.
+    KafkaClientError
+        The broker is unreachable or a topic does not exist (checked when the feed is made,
+        so before Spark starts).
+    """
+
+    name = "kafka"
+    portable: ClassVar[bool] = True
+    log: ClassVar[bool] = True
+
+    def __init__(
+        self,
+        *,
+        n_sources: int | None = None,
+        rate: float | None = None,
+        profile: str = "constant",
+        profile_options: Mapping[str, Any] | None = None,
+        seed: int = 0,
+        **options: Any,
+    ) -> None:
+        opts = dict(options)
+        self.conn = KafkaConnection.from_spark_options(opts)
+        topics = [t.strip() for t in str(opts.pop("subscribe", "")).split(",") if t.strip()]
+        if not topics:
+            raise ConfigError(
+                "kafka option 'subscribe' must name a topic (or several, comma-separated)"
+            )
+        self.topics = tuple(topics)
+        self.starting = str(opts.pop("startingOffsets", "latest"))
+        if self.starting not in STARTING:
+            raise ConfigError(
+                f"kafka option 'startingOffsets' must be one of {', '.join(STARTING)}, got "
+                f"{self.starting!r}"
+            )
+        self.fail_on_data_loss = _bool("failOnDataLoss", opts.pop("failOnDataLoss", True))
+        self.format = str(opts.pop("format", "json"))
+        if self.format not in FORMATS:
+            raise ConfigError(
+                f"kafka option 'format' must be one of {', '.join(FORMATS)}, got {self.format!r}"
+            )
+        schema = opts.pop("schema", None)
+        if schema is None:
+            raise ConfigError(
+                "kafka option 'schema' is required (a DDL string, e.g. 'route string, fare double')"
+            )
+        self.schema_ddl = str(schema)
+        self.schema = parse_schema(self.schema_ddl)
+        names = self.schema.names
+        self.value_column = opts.pop("value_column", None)
+        self.key_column = opts.pop("key_column", None)
+        self.time_column = opts.pop("time_column", None)
+        dead = opts.pop("dead_letter", None)
+        self.dead_letter = None if dead is None else str(dead)
+        for what, col in (
+            ("value_column", self.value_column),
+            ("key_column", self.key_column),
+            ("time_column", self.time_column),
+        ):
+            if col is not None and col not in names:
+                raise ConfigError(
+                    f"kafka option {what!r} names {col!r}, not a field of the schema {names}"
+                )
+        if self.value_column is None:
+            raise ConfigError(f"kafka option 'value_column' is required: one of {names}")
+        unknown = sorted(k for k in opts if not k.startswith("kafka."))
+        if unknown:
+            raise ConfigError(
+                f"unknown kafka option(s) {', '.join(unknown)}; known: kafka.bootstrap.servers, "
+                "subscribe, startingOffsets, failOnDataLoss, format, schema, value_column, "
+                "key_column, time_column, dead_letter and kafka.* client settings"
+            )
+        self._text_keys = self.key_column is not None and pa.types.is_string(
+            self.schema.field(self.key_column).type
+        )
+        self.lanes: tuple[tuple[str, int, int], ...] = self._resolve()
+        self.epoch_s: float | None = None
+        self._cut_cache: dict[float, np.ndarray] = {}
+        self._lock = threading.Lock()
+        self._reader: Any = None
+
+    # ---- the driver's side -------------------------------------------------------------------
+
+    def _resolve(self) -> tuple[tuple[str, int, int], ...]:
+        from spillway.kafka.admin import partition_offsets
+
+        lanes = []
+        for topic in self.topics:
+            for po in partition_offsets(self.conn, topic):  # raises a clear KafkaClientError
+                base = po.earliest if self.starting == "earliest" else po.latest
+                lanes.append((topic, int(po.partition), int(base)))
+        return tuple(lanes)
+
+    @property
+    def n_sources(self) -> int:
+        return len(self.lanes)
+
+    @property
+    def text_keys(self) -> bool:
+        return self._text_keys
+
+    def start_offsets(self) -> np.ndarray:
+        """Every lane's first offset (where the node starts reading)."""
+        return np.array([base for _, _, base in self.lanes], dtype=np.int64)
+
+    def attach(self, epoch_s: float) -> None:
+        """The node's epoch (Unix seconds): feed time ``t`` is record time ``epoch_s + t``."""
+        self.epoch_s = float(epoch_s)
+
+    def count(self, t: float) -> np.ndarray:
+        """Per partition, the offset before which records arrived by feed time ``t`` (never
+        below the start offset): Kafka's ``offsets_for_times`` at ``epoch + t``, the end of
+        the log where no record has reached it yet."""
+        if self.epoch_s is None:
+            raise ConfigError("a Kafka feed needs the node's epoch (attach) before counting")
+        key = round(float(t), 6)
+        with self._lock:
+            hit = self._cut_cache.get(key)
+        if hit is not None:
+            return hit.copy()
+        from confluent_kafka import Consumer, TopicPartition
+
+        from spillway.kafka.reader import CONSUMER_SETTINGS
+
+        ms = int(round((self.epoch_s + float(t)) * 1000))
+        consumer = Consumer(
+            {**CONSUMER_SETTINGS, **self.conn.client_config(group_id="spillway-cut")}
+        )
+        try:
+            want = [TopicPartition(tp, p, ms) for tp, p, _ in self.lanes]
+            got = consumer.offsets_for_times(want, timeout=10.0)
+            out = np.zeros(len(self.lanes), dtype=np.int64)
+            for j, (tp, p, base) in enumerate(self.lanes):
+                off = got[j].offset
+                if off is None or off < 0:  # no record at or after t yet: the log's end
+                    _, high = consumer.get_watermark_offsets(TopicPartition(tp, p), timeout=10.0)
+                    off = high
+                out[j] = max(int(off), base)
+        except KafkaClientError:
+            raise
+        except Exception as e:
+            raise KafkaClientError(
+                f"cannot read the offsets of {', '.join(self.topics)} at "
+                f"{self.conn.bootstrap_servers}: {e}"
+            ) from None
+        finally:
+            consumer.close()
+        with self._lock:
+            if len(self._cut_cache) > 4096:
+                self._cut_cache.clear()
+            self._cut_cache[key] = out
+        return out.copy()
+
+    # ---- the executors' side -----------------------------------------------------------------
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_lock=None, _reader=None, _cut_cache={})
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
+    def _range_reader(self) -> Any:
+        if self._reader is None:
+            from spillway.kafka.reader import RangeReader
+
+            self._reader = RangeReader(self.conn)
+        return self._reader
+
+    def records(self, source: int, index: np.ndarray, epoch_s: float = 0.0) -> dict[str, Any]:
+        """The tuples ``index`` (offsets) of partition lane ``source``: ``key``, ``value``,
+        ``key_text`` (text keys), ``event_ts`` and ``arrival_ts`` (the record timestamp, Unix
+        seconds), ``offset``, ``topic``, ``partition``, and ``error`` (None, or why a value is
+        malformed) and ``raw`` (the malformed value's text)."""
+        topic, partition, _ = self.lanes[source]
+        idx = np.asarray(index, dtype=np.int64)
+        if idx.size == 0:
+            return _empty()
+        lo, hi = int(idx.min()), int(idx.max()) + 1
+        table = self._range_reader().read(topic, partition, lo, hi)
+        offsets = table.column("offset").to_numpy()
+        pos = np.searchsorted(offsets, idx)
+        found = (pos < len(offsets)) & (offsets[np.minimum(pos, len(offsets) - 1)] == idx)
+        pos, idx = pos[found], idx[found]  # offsets the log no longer has (compaction gaps)
+        values = table.column("value").take(pa.array(pos)).to_pylist()
+        ts = table.column("timestamp").take(pa.array(pos)).cast(pa.int64()).to_numpy() / 1e6
+        parsed, errors = parse_table([v or b"" for v in values], self.format, self.schema)
+        n = len(values)
+        value = parsed.column(self.value_column).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        key = np.zeros(n, dtype=np.int64)
+        key_text = None
+        if self.key_column is not None:
+            kc = parsed.column(self.key_column)
+            if self._text_keys:
+                key_text = np.array(kc.to_pylist(), dtype=object)
+                good = np.array([k is not None for k in key_text])
+                key[good] = text_keys(key_text[good])
+            else:
+                key = kc.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
+        error = np.array([errors.get(i) for i in range(n)], dtype=object)
+        raw = np.array(
+            [
+                bytes(values[i] or b"").decode("utf-8", "replace") if i in errors else None
+                for i in range(n)
+            ],
+            dtype=object,
+        )
+        return {
+            "key": key,
+            "key_text": key_text,
+            "value": np.nan_to_num(value, nan=0.0),
+            "event_ts": ts,
+            "arrival_ts": ts,
+            "offset": idx,
+            "topic": topic,
+            "partition": partition,
+            "error": error,
+            "raw": raw,
+        }
+
+    def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
+        r = self.records(source, index)
+        out = {"key": r["key"], "value": r["value"]}
+        if r["key_text"] is not None:
+            out["key_text"] = r["key_text"]
+        return out
+
+    def arrival_time(self, source: int, index: np.ndarray) -> np.ndarray:
+        """Record timestamps as feed seconds (after the epoch)."""
+        base = self.epoch_s or 0.0
+        return np.asarray(self.records(source, index)["arrival_ts"]) - base
+
+    def __repr__(self) -> str:
+        return (
+            f"KafkaFeed(topics={list(self.topics)}, partitions={len(self.lanes)}, "
+            f"starting={self.starting!r}, format={self.format!r})"
+        )
+
+
+def _empty() -> dict[str, Any]:
+    z = np.zeros(0)
+    return {
+        "key": np.zeros(0, np.int64),
+        "key_text": None,
+        "value": z,
+        "event_ts": z,
+        "arrival_ts": z,
+        "offset": np.zeros(0, np.int64),
+        "topic": "",
+        "partition": -1,
+        "error": np.zeros(0, object),
+        "raw": np.zeros(0, object),
+    }
