@@ -7,8 +7,9 @@ Usage::
         --run ...
 
 Each ``--run DIR COMMAND`` pairs a report folder with the exact command that wrote it; the
-sections follow in the order given, after the preamble read from ``--preamble`` (markdown: the
-machine, how the runs were made). Plots are copied under ``--images``.
+sections follow in the order given, after the preamble (markdown: the machine, how the runs
+were made): ``--preamble FILE``, or by default what ``--out`` holds before the line
+:data:`MARK`. Plots are copied under ``--images``.
 """
 
 from __future__ import annotations
@@ -18,15 +19,22 @@ from pathlib import Path
 
 from spillway.experiments.digest import section
 
+#: The line after which the sections are written (what comes before is kept as the preamble).
+MARK = "<!-- the sections below are written by scripts/experiments_md.py -->"
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=Path("EXPERIMENTS.md"))
     ap.add_argument("--images", type=Path, default=Path("docs/experiments"))
-    ap.add_argument("--preamble", type=Path, required=True)
+    ap.add_argument("--preamble", type=Path, default=None)
     ap.add_argument("--run", nargs=2, action="append", metavar=("DIR", "COMMAND"), required=True)
     args = ap.parse_args()
-    parts = [args.preamble.read_text().strip(), ""]
+    if args.preamble is not None:
+        preamble = args.preamble.read_text()
+    else:
+        preamble = args.out.read_text().split(MARK, 1)[0]
+    parts = [preamble.strip(), "", MARK, ""]
     for run_dir, command in args.run:
         parts.append(section(run_dir, command, images=args.images, md_dir=args.out.parent))
     args.out.write_text("\n".join(parts).rstrip() + "\n")

@@ -1,12 +1,12 @@
 """EXPERIMENTS.md from experiment report folders: the paper beside this machine's run.
 
-Every ``spillway experiment`` run writes a report folder (:mod:`spillway.experiments.framework`:
-``summary.json`` and ``report.md`` with the sections "Verdict", "Paper vs this run", "Figures:
-the paper's beside this run's" and "How this run differs from the paper"). :func:`section`
-turns one such folder, with the command that produced it, into one section of EXPERIMENTS.md:
-the command, when the run finished, whether it was paper-shaped or quick, those four sections
-copied verbatim (headings one level down, plot links pointing at copies of the plots), and
-nothing typed by hand. ``scripts/experiments_md.py`` writes the whole file.
+Every ``spillway experiment`` run writes a report folder (:mod:`spillway.experiments.framework`):
+``summary.json`` and ``report.md``. :func:`section` turns one such folder, with the command
+that produced it, into one section of EXPERIMENTS.md: the command, when the run finished,
+whether it was paper-shaped or quick, and the report's :data:`SECTIONS` (verdict, setup, the
+paper's values beside this run's, checks, the paper's figures beside this run's plots, how
+the run differs) copied verbatim, headings one level down, plot links pointing at copies of
+the plots. Nothing is typed by hand. ``scripts/experiments_md.py`` writes the whole file.
 
 Examples
 --------
@@ -39,7 +39,9 @@ from spillway.reporting import num
 #: The report.md sections copied, in this order (a missing one is left out).
 SECTIONS = (
     "Verdict",
+    "Setup",
     "Paper vs this run",
+    "Checks",
     "Figures: the paper's beside this run's",
     "How this run differs from the paper",
 )

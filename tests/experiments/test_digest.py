@@ -41,7 +41,8 @@ def test_a_section_copies_the_report_and_its_plots(tmp_path):
     assert "### Verdict" in text and "### Paper vs this run" in text
     assert "| x | 2 | 2 |" in text
     assert "#### a sub-heading" in text  # the report's headings go one level down
-    assert "### Setup" not in text  # only the sections that compare with the paper
+    assert "### Setup" in text and "### Checks" in text and "`grows`" in text
+    assert "### Files" not in text  # the report folder's own file list stays behind
     assert "![xs](docs/exp/demo/xs.png)" in text
     assert (tmp_path / "docs" / "exp" / "demo" / "xs.png").stat().st_size > 0
 
