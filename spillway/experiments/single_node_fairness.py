@@ -6,13 +6,12 @@ the queries' SIC stays close to 1. Here every load step is a :class:`~spillway.s
 run on Spark with ``n`` queries of each kind, run twice on identical input (same feeds and
 seed): once with BALANCE-SIC and once with the random shedder.
 
-Capacity. The node's capacity is measured once: the first run (the largest step,
-BALANCE-SIC) starts with the node's overload calibration, which measures what the node
-processes per second of batch time with this query mix, nothing shed, and scales every source
-rate so that the largest step arrives at ``target_overload`` times it; every other run reuses
-that scale (step ``n`` is about ``target_overload * n / max(levels)`` times overloaded) and
-budgets with its own cost models. Each run reports the overload its own batches measured
-(arrivals over rows per second of batch time). The labelled alternative,
+Capacity. The node's capacity is measured once, first: the node's overload calibration on
+the smallest step's node measures what it processes per second of batch time with this query
+mix, nothing shed; every source rate is then scaled so that the largest step arrives at
+``target_overload`` times it (step ``n`` is about ``target_overload * n / max(levels)`` times
+overloaded), and every run budgets with its own cost models. Each run reports the overload its
+own batches measured (arrivals over rows per second of batch time). The labelled alternative,
 ``capacity_tuples_per_s=12800`` (the load of one query of each kind at the paper's 400
 tuples/s per source), fixes the node's budget instead: then the paper's rates reach the
 overload, and a falling mean SIC is arithmetic of that budget, not a finding.
@@ -47,11 +46,11 @@ from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError
 from spillway.experiments._spark_runs import (
     LevelRun,
-    at_rate,
     check_levels,
     check_positive,
     experiment_spark,
     input_rate,
+    measure_capacity,
     measured_overload,
     per_query_mean,
     run_level,
@@ -133,18 +132,13 @@ def make_config(quick: bool = False, seed: int = 0) -> FairnessConfig:
     """
     if quick:
         return FairnessConfig(
-            levels=(1, 4, 10), duration_s=22.0, warmup_s=8.0, calibrate_s=10.0, seed=seed
+            levels=(1, 4, 10), duration_s=22.0, warmup_s=8.0, calibrate_s=16.0, seed=seed
         )
     return FairnessConfig(seed=seed)
 
 
-def step_config(
-    config: FairnessConfig, n: int, *, scale: float, overload: float | None = None
-) -> NodeConfig:
-    """The node of a step with ``n`` queries of each kind, source rates ``rate * scale``.
-
-    With ``overload`` set the node calibrates first and scales the rates itself.
-    """
+def step_config(config: FairnessConfig, n: int, *, scale: float) -> NodeConfig:
+    """The node of a step with ``n`` queries of each kind, source rates ``rate * scale``."""
     queries = [
         QuerySpec(
             name=f"{kind}/{i}",
@@ -164,7 +158,6 @@ def step_config(
         trigger_s=config.trigger_s,
         stw_s=config.stw_s,
         headroom=config.headroom,
-        overload=overload,
         calibrate_s=config.calibrate_s,
         master=config.master,
     )
@@ -323,42 +316,43 @@ def random_below(levels: Sequence[Mapping[str, Any]]) -> int:
 
 
 def run_steps(config: FairnessConfig, spark: Any = None) -> dict[str, Any]:
-    """Run every step with both policies on Spark; returns levels, points, ticks, calibration."""
+    """Run every step with both policies on Spark; returns levels, points, ticks, calibration.
+
+    With the measured capacity (the default) the node's calibration runs once, first, on the
+    smallest step's node (:func:`~spillway.experiments._spark_runs.measure_capacity`); a
+    calibration on the largest step's node jumps its rate by up to 20x between rounds, past
+    what the two cores finish in a round.
+    """
     spark = spark if spark is not None else experiment_spark(config.master)
-    top = config.levels[-1]
     calibration: dict[str, Any] | None = None
     if config.capacity_tuples_per_s is None:
-        scale = None
+        calibration = measure_capacity(
+            step_config(config, config.levels[0], scale=1.0),
+            spark=spark,
+            calibrate_s=config.calibrate_s,
+        )
+        cap = float(calibration["capacity_tuples_per_s"])
     else:
-        base = input_rate(step_config(config, top, scale=1.0))
-        scale = config.target_overload * config.capacity_tuples_per_s / base
+        cap = config.capacity_tuples_per_s
+    scale = rate_scale(config, cap)
     levels, points, ticks = [], [], []
-    for n in sorted(config.levels, reverse=True):  # the largest step first: it calibrates
+    for n in config.levels:
+        node = step_config(config, n, scale=scale)
         stats, runs = {}, {}
-        node = None
         for p in POLICIES:
-            if scale is None:
-                node_p = step_config(config, n, scale=1.0, overload=config.target_overload)
-            else:
-                node_p = step_config(config, n, scale=scale)
             run = run_level(
-                node_p,
+                node,
                 spark=spark,
                 duration_s=config.duration_s,
                 policy=make_policy(p, seed=config.seed),
                 capacity_tuples_per_s=config.capacity_tuples_per_s,
             )
-            if scale is None:
-                scale, calibration = run.rate_scale, run.calibration
-            node = node_p if node_p.overload is None else scaled_rates(node_p, run.rate_scale)
             stats[p] = run_stats(run.ticks, warmup_s=run.ready_s + config.warmup_s)
             runs[p] = run
             for q, sic in stats[p]["per_query"].items():
                 points.append({"queries_per_kind": n, "policy": p, "query": q, "sic": sic})
             ticks.append(run.ticks.assign(queries_per_kind=n, policy=p))
-        assert node is not None
         levels.append(level_record(n, node, stats, runs))
-    levels.sort(key=lambda r: r["queries"])
     return {
         "levels": levels,
         "points": points,
@@ -368,9 +362,19 @@ def run_steps(config: FairnessConfig, spark: Any = None) -> dict[str, Any]:
     }
 
 
-def scaled_rates(node: NodeConfig, scale: float) -> NodeConfig:
-    """The node as it ran after calibration: rates scaled, no calibration."""
-    return at_rate(node, input_rate(node) * scale)
+def rate_scale(config: FairnessConfig, capacity_tuples_per_s: float) -> float:
+    """Factor on ``config.rate`` that makes the largest step arrive at ``target_overload``
+    times ``capacity_tuples_per_s`` (the other steps in proportion to their queries).
+
+    >>> rate_scale(FairnessConfig(), FIXED_CAPACITY)  # the paper's rates reach 10x 12,800
+    1.0
+    """
+    top = step_config(config, config.levels[-1], scale=1.0)
+    return (
+        config.target_overload
+        * check_positive("capacity", capacity_tuples_per_s)
+        / (input_rate(top))
+    )
 
 
 # ------------------------------------------------------------------------------ analysis
@@ -459,8 +463,8 @@ def _setup(config: FairnessConfig, values: Mapping[str, Any]) -> str:
     cal = values.get("calibration") or {}
     if config.capacity_tuples_per_s is None:
         cap = (
-            f"capacity measured once by the node's calibration (the first run, the largest "
-            f"step): {num(cal.get('capacity_tuples_per_s'))} tuples per second of batch time for "
+            f"capacity measured once, first, by the node's calibration on the smallest step's "
+            f"node: {num(cal.get('capacity_tuples_per_s'))} tuples per second of batch time for "
             f"this mix, nothing shed; every source rate scaled by "
             f"{num(values.get('rate_scale'), 3)} so the largest step arrives at "
             f"{config.target_overload:g}x that, the other steps in proportion; every run budgets "

@@ -38,7 +38,6 @@ def test_step_config_is_the_complex_workload():
     assert [q.n_sources for q in node.queries[:3]] == [10, 20, 2]
     assert all(q.rate == 800.0 and q.feed == "cluster" for q in node.queries)
     assert node.seed == 3 and node.overload is None
-    assert nf.step_config(cfg, 1, scale=1.0, overload=10.0).overload == 10.0
 
 
 def test_the_capacity_is_measured_by_default_and_fixed_only_as_an_option():
@@ -46,8 +45,11 @@ def test_the_capacity_is_measured_by_default_and_fixed_only_as_an_option():
     assert nf.make_config(quick=True).capacity_tuples_per_s is None
     # the labelled fixed option: the paper's rates reach 0.1 at the top step
     cfg = nf.FairnessConfig(capacity_tuples_per_s=nf.FIXED_CAPACITY)
-    top = nf.step_config(cfg, cfg.levels[-1], scale=1.0)
-    assert cfg.target_overload * nf.FIXED_CAPACITY / nf.input_rate(top) == pytest.approx(1.0)
+    assert nf.rate_scale(cfg, nf.FIXED_CAPACITY) == pytest.approx(1.0)
+    # measured: a node that processes 5x more gets 5x the rates, for the same overload
+    assert nf.rate_scale(cfg, 5 * nf.FIXED_CAPACITY) == pytest.approx(5.0)
+    with pytest.raises(ConfigError, match="capacity must be a finite number > 0, got 0"):
+        nf.rate_scale(cfg, 0.0)
 
 
 def _ticks(values: dict[str, list[float]], t0: float = 0.0) -> pd.DataFrame:
