@@ -954,7 +954,8 @@ def calibration_round_capacity(
     point (rows within :data:`NEAR_OPERATING_POINT` of ``n*``; at least two of them), else the
     fitted throughput at the operating point, at most the best measured ``rows / duration`` of
     the round's batches (the first :data:`WARMUP_BATCHES` left out; batches with no rows do not
-    count).
+    count). ``per_tuple_s`` is the fitted cost of one row, its kept-tuple and arrived-tuple
+    terms together (nothing is shed while calibrating).
 
     >>> from spillway.control import CostModelConfig, initial_state, observe
     >>> cfg = CostModelConfig(warmup_batches=0)
@@ -973,7 +974,9 @@ def calibration_round_capacity(
     """
     est = [estimate(st) for st in states.values()]
     overhead = sum(e.overhead_s for e in est)
-    per_tuple = float(np.mean([e.per_tuple_s for e in est])) if est else math.nan
+    # Nothing is shed while calibrating, so every row is both arrived and kept: its cost is
+    # the kept-tuple and the arrived-tuple terms together (the fit cannot tell them apart).
+    per_tuple = float(np.mean([e.per_tuple_s + e.per_arrived_s for e in est])) if est else math.nan
     span = batch_span(overhead, trigger_s, headroom, limit=ControllerConfig().span_limit)
     budget = headroom * span * trigger_s
     rows = (budget - overhead) / per_tuple if per_tuple > 0 else math.inf
