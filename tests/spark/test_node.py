@@ -261,14 +261,16 @@ def test_overload_calibration_scales_rates_to_the_measured_capacity(spark, tmp_p
     last = cal["rounds"][-1]
     assert cal["reached_operating_point"] or len(cal["rounds"]) == 5
     assert last["per_tuple_s"] > 1e-8  # identified, not the floor of the cost model
-    # the capacity is the fit's operating point (a batch filling headroom x T), never above the
+    # the capacity is measured on the round's batches near the operating point (a batch filling
+    # headroom x T) when two or more got there, else the fit's operating point; never above the
     # best batch the round measured
     assert cal["capacity_tuples_per_s"] <= last["best_batch_tuples_per_s"] + 1e-9
     op = (0.8 * T - last["overhead_s"]) / last["per_tuple_s"]
     assert last["operating_rows"] == pytest.approx(op)
-    assert cal["capacity_tuples_per_s"] == pytest.approx(
-        min(op / (0.8 * T), last["best_batch_tuples_per_s"])
-    )
+    if last["batches_at_operating_point"] < 2:
+        assert cal["capacity_tuples_per_s"] == pytest.approx(
+            min(op / (0.8 * T), last["best_batch_tuples_per_s"])
+        )
     assert cal["target_rate"] == pytest.approx(3.0 * cal["capacity_tuples_per_s"])
     assert node.rate_scale == pytest.approx(cal["target_rate"] / 300_000.0)
     # 3x overload: after calibration the node runs at the scaled rates and sheds
