@@ -40,9 +40,11 @@ def test_step_config_is_the_complex_workload():
     assert node.seed == 3 and node.overload is None
 
 
-def test_the_capacity_is_measured_by_default_and_fixed_only_as_an_option():
-    assert nf.make_config(quick=False).capacity_tuples_per_s is None
-    assert nf.make_config(quick=True).capacity_tuples_per_s is None
+def test_the_capacity_is_fixed_by_default_and_measured_as_an_option():
+    # fixed by default (the measured capacity's calibration does not finish on this mix here)
+    assert nf.make_config(quick=False).capacity_tuples_per_s == nf.FIXED_CAPACITY
+    assert nf.make_config(quick=True).capacity_tuples_per_s == nf.FIXED_CAPACITY
+    assert nf.FairnessConfig(capacity_tuples_per_s=None).capacity_tuples_per_s is None
     # the labelled fixed option: the paper's rates reach 0.1 at the top step
     cfg = nf.FairnessConfig(capacity_tuples_per_s=nf.FIXED_CAPACITY)
     assert nf.rate_scale(cfg, nf.FIXED_CAPACITY) == pytest.approx(1.0)
@@ -106,7 +108,7 @@ def test_checks_on_a_run_like_the_quick_one():
     assert falls.verdict == "not applicable" and "at 12,800 tuples/s" in falls.why
     assert "labelled option" in falls.why
     # the same numbers with the capacity measured: a real check, and it passes
-    assert _verdicts(levels)["mean_sic_falls"].passed
+    assert _verdicts(levels, capacity_tuples_per_s=None)["mean_sic_falls"].passed
     assert nf.random_below(levels) == 0
 
 
@@ -188,8 +190,9 @@ def test_write_outputs_writes_summary_csv_plots_and_report(tmp_path):
     on_disk = json.loads((tmp_path / "summary.json").read_text())
     assert on_disk["experiment"] == "single-node-fairness"
     assert [lv["queries"] for lv in on_disk["levels"]] == [3, 12, 30]
-    # measured capacity (the quick config): the falling mean SIC is a real check
-    assert [c["verdict"] for c in summary["checks"]] == ["pass", "not applicable", "pass"]
+    # fixed capacity (the quick config): the falling mean SIC is arithmetic, not applicable
+    assert [c["verdict"] for c in summary["checks"]] == ["pass", "not applicable",
+                                                          "not applicable"]  # fmt: skip
     for name in ("levels.csv", "points.csv", "ticks.csv", "report.md"):
         assert (tmp_path / name).stat().st_size > 0
     report = (tmp_path / "report.md").read_text()
