@@ -341,6 +341,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _dead_letter_counts(node: Any) -> dict[str, dict[str, int]] | None:
+    """Per query reading a log, its records set aside (None for a node without them)."""
+    dead = getattr(node, "dead_letters", None)
+    return dead.counts() if dead is not None and hasattr(dead, "counts") else None
+
+
+def _log_lag(node: Any) -> dict[str, dict[str, int]] | None:
+    """Per query reading a log, its consumer lag per partition now (None when the node has
+    no controller or the log cannot be read any more)."""
+    try:
+        ctl = getattr(node, "controller", None)
+        return dict(ctl.log_lag()) if ctl is not None and hasattr(ctl, "log_lag") else None
+    except SpillwayError:  # not started, or the broker is gone
+        return None
+
+
 def _overwrite_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--overwrite",
@@ -520,6 +536,8 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
         calibration=getattr(node, "calibration", None),
         feeds_end_s=getattr(node, "feeds_end_s", None),
         exact=exact,
+        dead_letters=_dead_letter_counts(node),
+        log_lag=_log_lag(node),
     )
     print(report)
     if failed is not None:

@@ -257,9 +257,15 @@ class NodeConfig:
         ...
         spillway.errors.ConfigError: query 'q' (feed 'gaussian'): feed 'gaussian': unknown option(s) sd; known: mean, std
         """
-        from spillway.feeds import make_feed
+        from spillway.feeds import LOG_FEEDS, make_feed
 
         for i, q in enumerate(self.queries):
+            if self.overload is not None and q.feed in LOG_FEEDS:
+                raise ConfigError(
+                    f"query {q.name!r} (feed {q.feed!r}): overload scales the rates of generated "
+                    "feeds, and a log's rate is its producer's; remove overload (the node sheds "
+                    "at the capacity it measures) or produce at the rate you want"
+                )
             try:
                 make_feed(q.feed, **feed_settings(q, self.seed, i))
             except SpillwayError as e:

@@ -243,6 +243,8 @@ def summarise_run(
     calibration: Mapping[str, Any] | None = None,
     feeds_end_s: Mapping[str, float | None] | None = None,
     exact: ExactOutcome | None = None,
+    dead_letters: Mapping[str, Mapping[str, int]] | None = None,
+    log_lag: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
     """The numbers of a run, as written to ``summary.json`` (definitions in the module doc).
 
@@ -259,8 +261,13 @@ def summarise_run(
     calibration : what the capacity calibration measured (``Node.calibration``), if it ran.
     feeds_end_s : per query, the feed time its feed ended (None: never).
     exact : the after-run exact answers (:mod:`spillway.run_exact`); None: not computed.
+    dead_letters : per query reading a log (a Kafka topic), its records set aside:
+        ``malformed`` and ``late`` (``Node.dead_letters.counts()``); absent for other feeds.
+    log_lag : per query reading a log, its consumer lag per partition at the end of the run
+        (``NodeController.log_lag()``).
     """
     names = [q.name for q in config.queries]
+    dead = dead_letters or {}
     ivs = interval_rows(history, names, config.trigger_s, config.headroom)
     done = finished_intervals(history)
     ends = {n: e for n, e in (feeds_end_s or {}).items() if e is not None and n in names}
@@ -329,6 +336,11 @@ def summarise_run(
                 # nothing was kept (NaN when the policy did not decide per group)
                 "groups_mean": _mean([r.query_groups[q.name] for r in grouped]),
                 "missing_groups_mean": _mean([r.missing_groups[q.name] for r in grouped]),
+                # records of a log set aside (not parsed, or late for their window)
+                "malformed": dead.get(q.name, {}).get("malformed"),
+                "late": dead.get(q.name, {}).get("late"),
+                # a log's records not processed when the run ended, per partition
+                "lag_at_end": dict((log_lag or {}).get(q.name, {})) or None,
             }
         )
     merge_queries(queries, exact)
@@ -648,6 +660,8 @@ def write_run_report(
     calibration: Mapping[str, Any] | None = None,
     feeds_end_s: Mapping[str, float | None] | None = None,
     exact: ExactOutcome | None = None,
+    dead_letters: Mapping[str, Mapping[str, int]] | None = None,
+    log_lag: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Path:
     """Write the report folder of a run and return the path of its ``report.md``.
 
@@ -673,6 +687,8 @@ def write_run_report(
         calibration=calibration,
         feeds_end_s=feeds_end_s,
         exact=exact,
+        dead_letters=dead_letters,
+        log_lag=log_lag,
     )
     files = [write_summary(out, summary).name]
     names = [q.name for q in config.queries]

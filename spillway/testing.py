@@ -108,20 +108,16 @@ class ManualClock:
 def local_spark(app_name: str = "spillway-test", **conf: Any) -> Any:
     """A local SparkSession for tests: ``local[2]``, UI off, 2 shuffle partitions, loopback only.
 
-    Spark's own Kafka source is on its classpath when its jars are fetched (``make setup``), so
-    any test of the session may read ``format("kafka")``. Extra ``conf`` entries are passed to
+    Spark's own Kafka source is on its classpath when its jars are fetched (``make setup``,
+    :func:`~spillway.spark.session.configure_spark`), so any test may read ``format("kafka")``. Extra ``conf`` entries are passed to
     the builder (dots as in Spark: use a dict to pass them).
     """
     from pyspark.sql import SparkSession
 
-    from spillway.kafka.spark import configure_spark_kafka, spark_kafka_jars
     from spillway.spark.session import configure_spark
 
     builder = SparkSession.builder.master("local[2]").appName(app_name)
     builder = configure_spark(builder, test=True)
-    kafka_jars = spark_kafka_jars(required=False)
-    if kafka_jars:
-        builder = configure_spark_kafka(builder, jars=kafka_jars)
     for k, v in conf.items():
         builder = builder.config(k, v)
     return builder.getOrCreate()

@@ -8,13 +8,15 @@ The command line (:mod:`spillway.cli`) only parses options, makes the folder and
 
 - ``decision``: median time of one shedding decision of every registered policy, by backlog
   size (:mod:`spillway.bench.decision`; THEMIS §7.6). Pure Python, no Spark.
+- ``kafka``: spillway reading a Kafka topic against Spark's own Kafka source
+  (:mod:`spillway.bench.kafka_bench`). Starts a broker and Spark.
 - ``spark``: source throughput against Spark's ``rate`` source, and p95 latency and
   utilisation under overload (:mod:`spillway.bench.spark_bench`). Starts Spark.
 
 Examples
 --------
 >>> list(BENCHMARKS)
-['decision', 'spark']
+['decision', 'spark', 'kafka']
 >>> row = {"queries": 10, "sources": 20, "median_ms": {"random": 0.08}, "fair_over_random": 1.1}
 >>> headline_keys({"decision": BenchResult(summary={"results": [row]}, rows=[], markdown="")})
 {'decision_ms': {'10x20': {'random': 0.08}}, 'fair_over_random': {'10x20': 1.1}}
@@ -68,6 +70,9 @@ EPILOG = (
     "  spark     on Spark: rows/s of the spillway source vs the rate source, and p95\n"
     "            latency and utilisation at 3x overload with and without shedding\n"
     "            (spillway.bench.spark_bench; several minutes)\n"
+    "  kafka     rows/s of spillway reading a Kafka topic (nothing shed) over Spark's own\n"
+    "            Kafka source, same query, same log (kafka_ratio, kafka_baseline;\n"
+    "            spillway.bench.kafka_bench; starts its own broker on 127.0.0.1)\n"
     "Writes summary.json, one CSV per benchmark and report.md; prints the report path."
 )
 
@@ -131,6 +136,22 @@ def bench_spark(out: Path, *, quick: bool, seed: int) -> BenchResult:
     )
 
 
+def bench_kafka(out: Path, *, quick: bool, seed: int) -> BenchResult:
+    """spillway reading a Kafka topic (nothing shed) against Spark's own Kafka source: the same
+    COUNT query over the same pre-filled log, side by side (:mod:`spillway.bench.kafka_bench`)."""
+    from spillway.bench.kafka_bench import kafka_checks, report_markdown
+    from spillway.bench.kafka_bench import run as run_kafka_bench
+
+    summary = run_kafka_bench(quick, out, seed)
+    rows = [
+        {"source": name, **{k: v for k, v in summary[name].items()}}
+        for name in ("spillway", "spark")
+    ]
+    return BenchResult(
+        summary=summary, rows=rows, markdown=report_markdown(summary), checks=kafka_checks(summary)
+    )
+
+
 def headline_keys(done: Mapping[str, BenchResult]) -> dict[str, Any]:
     """The headline figures, lifted to the top level of ``summary.json``.
 
@@ -149,6 +170,10 @@ def headline_keys(done: Mapping[str, BenchResult]) -> dict[str, Any]:
         }
     if "spark" in done:
         top.update({k: done["spark"].summary.get(k) for k in SUMMARY_KEYS})
+    if "kafka" in done:
+        from spillway.bench.kafka_bench import SUMMARY_KEYS as KAFKA_KEYS
+
+        top.update({k: done["kafka"].summary.get(k) for k in KAFKA_KEYS})
     return top
 
 
@@ -157,6 +182,7 @@ def headline_keys(done: Mapping[str, BenchResult]) -> dict[str, Any]:
 BENCHMARKS: dict[str, Callable[..., BenchResult]] = {
     "decision": bench_decision,
     "spark": bench_spark,
+    "kafka": bench_kafka,
 }
 
 
@@ -196,7 +222,7 @@ def run_benchmarks(
     >>> run_benchmarks(Path("."), names=["decison"], quick=True, seed=0)
     Traceback (most recent call last):
     ...
-    spillway.errors.UnknownNameError: unknown benchmark 'decison'; known: decision, spark
+    spillway.errors.UnknownNameError: unknown benchmark 'decison'; known: decision, spark, kafka
     """
     from spillway.experiments.checks import as_dicts, counts, markdown
     from spillway.reporting import write_csv, write_report, write_summary

@@ -50,6 +50,8 @@ Registered:
   uniform and cod shedding on the taxi, tasks and packets workloads;
 - ``cod-latency`` (:mod:`~spillway.experiments.cod_latency`): CoD Figs. 7-8, window latency and
   rows/s of normal processing, uniform and cod shedding of a grouped query on Spark;
+- ``overload`` (:mod:`~spillway.experiments.overload`): every policy at 3x and 10x overload on
+  generated feeds and on Kafka topics produced live, beside plain Spark's Kafka source;
 - ``sic-correlation`` (:mod:`~spillway.experiments.sic_correlation`): THEMIS Figs. 6-7 / DISSP
   §6, SIC against result error on Spark with a random shedder as load rises;
 - ``single-node-fairness`` (:mod:`~spillway.experiments.single_node_fairness`): THEMIS Fig. 8,
@@ -66,7 +68,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, overload, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ from spillway.experiments import (
     cod_accuracy,
     cod_drift,
     cod_latency,
+    overload,
     sic_correlation,
     single_node_fairness,
     stw_validation,
@@ -88,6 +91,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "cod-drift": cod_drift,
     "cod-accuracy": cod_accuracy,
     "cod-latency": cod_latency,
+    "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,
     "stw-validation": stw_validation,

@@ -42,6 +42,14 @@ class Feed(ABC):
     log: ClassVar[bool] = False
     #: Where a log's malformed and late records are written (a folder), or None.
     dead_letter: str | None = None
+    #: Seconds a log's records may arrive after their time and still be in their window: the
+    #: node decides a window that long after it ends (0 for generated feeds: never late).
+    lateness_s: float = 0.0
+
+    def dead_letter_writer(self) -> Any | None:
+        """Where else a log's set-aside records go: an object with ``write(rows)`` (a
+        dead-letter topic), or None. Called on the driver when the node starts."""
+        return None
 
     @property
     @abstractmethod

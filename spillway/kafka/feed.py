@@ -25,11 +25,15 @@ Where the driver and the executors do what:
 The feed travels to executors as an object (its resolved partitions and start offsets, no live
 client): :attr:`portable` is True.
 
-Options follow Spark's Kafka source where they mean the same (``kafka.bootstrap.servers``,
+Options follow Spark's Kafka source where they mean the same (``kafka.bootstrap.servers``:
+when left out, the broker ``spillway kafka up`` runs;
 ``subscribe``, ``startingOffsets``, ``failOnDataLoss``, other ``kafka.*`` client settings) plus
 how to read the values: ``format`` (``json`` or ``csv``), ``schema`` (DDL), ``value_column``,
 ``key_column`` (integers or texts), ``time_column`` (kept as data; built-in windows use the
-record timestamp), ``dead_letter`` (a folder for malformed and late records).
+record timestamp), ``dead_letter`` (a folder for malformed and late records) and
+``dead_letter_topic`` (a topic on the same cluster for them, written exactly once per record:
+:mod:`spillway.kafka.dead_letter`), and ``lateness_s`` (default 1: how long after a window
+ends its records may still arrive; the node decides the window then).
 """
 
 from __future__ import annotations
@@ -47,8 +51,29 @@ from spillway.feeds.hashing import text_keys
 from spillway.kafka.connection import KafkaConnection
 from spillway.kafka.parse import FORMATS, parse_schema, parse_table
 
+#: Offsets skipped between two kept runs of a partition before they are read as two ranges.
+READ_GAP = 2048
+
+#: Seconds a record may arrive after its timestamp and still count in its window (a producer
+#: batches for 20 ms, a broker acknowledges, a busy machine delays both): the node decides each
+#: window this long after it ends. Records later than that are set aside as late.
+DEFAULT_LATENESS_S = 1.0
+
 #: Starting positions.
 STARTING = ("earliest", "latest")
+
+
+def _local_broker() -> str:
+    """The address of the broker ``spillway kafka up`` runs (its default folder)."""
+    from spillway.kafka import broker
+
+    state = broker.read_state(broker.default_data_dir())
+    if state is None:
+        raise KafkaClientError(
+            "kafka option 'kafka.bootstrap.servers' is not set and no local broker runs: start "
+            "one with 'spillway kafka up' or set the option (as for Spark's Kafka source)"
+        )
+    return state.connection().bootstrap_servers
 
 
 def _bool(name: str, v: Any) -> bool:
@@ -95,6 +120,8 @@ class KafkaFeed(Feed):
         **options: Any,
     ) -> None:
         opts = dict(options)
+        if not opts.get("kafka.bootstrap.servers"):
+            opts["kafka.bootstrap.servers"] = _local_broker()
         self.conn = KafkaConnection.from_spark_options(opts)
         topics = [t.strip() for t in str(opts.pop("subscribe", "")).split(",") if t.strip()]
         if not topics:
@@ -127,6 +154,18 @@ class KafkaFeed(Feed):
         self.time_column = opts.pop("time_column", None)
         dead = opts.pop("dead_letter", None)
         self.dead_letter = None if dead is None else str(dead)
+        lateness = opts.pop("lateness_s", DEFAULT_LATENESS_S)
+        if (
+            isinstance(lateness, bool)
+            or not isinstance(lateness, int | float)
+            or not (0 <= lateness < 3600)
+        ):
+            raise ConfigError(
+                f"kafka option 'lateness_s' must be seconds in [0, 3600), got {lateness!r}"
+            )
+        self.lateness_s = float(lateness)
+        dlq = opts.pop("dead_letter_topic", None)
+        self.dead_letter_topic = None if dlq is None else str(dlq)
         for what, col in (
             ("value_column", self.value_column),
             ("key_column", self.key_column),
@@ -143,7 +182,8 @@ class KafkaFeed(Feed):
             raise ConfigError(
                 f"unknown kafka option(s) {', '.join(unknown)}; known: kafka.bootstrap.servers, "
                 "subscribe, startingOffsets, failOnDataLoss, format, schema, value_column, "
-                "key_column, time_column, dead_letter and kafka.* client settings"
+                "key_column, time_column, lateness_s, dead_letter, dead_letter_topic and kafka.* "
+                "client settings"
             )
         self._text_keys = self.key_column is not None and pa.types.is_string(
             self.schema.field(self.key_column).type
@@ -202,14 +242,20 @@ class KafkaFeed(Feed):
             {**CONSUMER_SETTINGS, **self.conn.client_config(group_id="spillway-cut")}
         )
         try:
+            # The log's end BEFORE the time lookup: when the lookup finds no record at or after
+            # t, every record below that end is older than t. (The end read after the lookup
+            # could hold records a producer appended meanwhile, of the next window.)
+            ends = [
+                consumer.get_watermark_offsets(TopicPartition(tp, p), timeout=10.0)[1]
+                for tp, p, _ in self.lanes
+            ]
             want = [TopicPartition(tp, p, ms) for tp, p, _ in self.lanes]
             got = consumer.offsets_for_times(want, timeout=10.0)
             out = np.zeros(len(self.lanes), dtype=np.int64)
-            for j, (tp, p, base) in enumerate(self.lanes):
+            for j, (_tp, _p, base) in enumerate(self.lanes):
                 off = got[j].offset
                 if off is None or off < 0:  # no record at or after t yet: the log's end
-                    _, high = consumer.get_watermark_offsets(TopicPartition(tp, p), timeout=10.0)
-                    off = high
+                    off = ends[j]
                 out[j] = max(int(off), base)
         except KafkaClientError:
             raise
@@ -225,6 +271,29 @@ class KafkaFeed(Feed):
                 self._cut_cache.clear()
             self._cut_cache[key] = out
         return out.copy()
+
+    def lag(self, processed: np.ndarray) -> dict[str, int]:
+        """Consumer lag per partition (``topic/partition``): the log's end offset minus
+        ``processed`` (per lane, the end of what was processed; never below the start)."""
+        from spillway.kafka.admin import partition_offsets
+
+        latest = {
+            (po.topic, int(po.partition)): int(po.latest)
+            for topic in self.topics
+            for po in partition_offsets(self.conn, topic)
+        }
+        return {
+            f"{tp}/{p}": max(latest.get((tp, p), base) - max(int(done), base), 0)
+            for (tp, p, base), done in zip(self.lanes, processed, strict=True)
+        }
+
+    def dead_letter_writer(self) -> Any | None:
+        """The ``dead_letter_topic`` on this cluster (created if missing), or None."""
+        if self.dead_letter_topic is None:
+            return None
+        from spillway.kafka.dead_letter import DeadLetterTopic
+
+        return DeadLetterTopic(self.conn, self.dead_letter_topic)
 
     # ---- the executors' side -----------------------------------------------------------------
 
@@ -253,8 +322,7 @@ class KafkaFeed(Feed):
         idx = np.asarray(index, dtype=np.int64)
         if idx.size == 0:
             return _empty()
-        lo, hi = int(idx.min()), int(idx.max()) + 1
-        table = self._range_reader().read(topic, partition, lo, hi)
+        table = self._read_runs(topic, partition, idx)
         offsets = table.column("offset").to_numpy()
         pos = np.searchsorted(offsets, idx)
         found = (pos < len(offsets)) & (offsets[np.minimum(pos, len(offsets) - 1)] == idx)
@@ -294,6 +362,20 @@ class KafkaFeed(Feed):
             "error": error,
             "raw": raw,
         }
+
+    def _read_runs(self, topic: str, partition: int, idx: np.ndarray) -> pa.Table:
+        """The records of ``idx`` (sorted offsets) read as ranges: one per run of offsets with
+        gaps shorter than :data:`READ_GAP` (a seek costs more than reading a short gap)."""
+        idx = np.sort(idx)
+        cut = np.flatnonzero(np.diff(idx) > READ_GAP) + 1
+        starts = np.concatenate([[0], cut])
+        ends = np.concatenate([cut, [idx.size]])
+        reader = self._range_reader()
+        tables = [
+            reader.read(topic, partition, int(idx[a]), int(idx[b - 1]) + 1)
+            for a, b in zip(starts, ends, strict=True)
+        ]
+        return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
     def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
         r = self.records(source, index)

@@ -646,6 +646,12 @@ class NodeController:
         self._query_t_us = np.zeros(self.n_queries, dtype=np.int64)
         #: Per query, (origin, speed) of its feed's own event clock, or None (the node's clock).
         self._event_clock = [q.feed.event_clock() for q in self._queries]
+        #: Per query, how late its records may arrive (µs): a log's windows are decided that
+        #: long after they end, so records still on their way are not late (Feed.lateness_s).
+        self._lateness_us = np.array(
+            [int(round(float(getattr(q.feed, "lateness_s", 0.0)) * 1e6)) for q in self._queries],
+            dtype=np.int64,
+        )
         account = getattr(self.coordinator, "account", None)
         #: SIC mass by source time (arrived, admitted and, with a coordinator, results).
         self.account: SourceTimeAccount = (
@@ -832,7 +838,8 @@ class NodeController:
 
     def _t_end_us(self, k: int, qids: np.ndarray) -> np.ndarray:
         """Feed time (µs) the decision at boundary ``k`` decides the queries ``qids`` up to:
-        the last end of each query's window at or before ``k · trigger``. Windows are aligned
+        the last end of each query's window at or before ``k · trigger`` (less the feed's
+        ``lateness_s``: a log's window is decided once its late records had time to arrive). Windows are aligned
         to multiples of their length in Unix time (as the sink and Spark's ``window`` compute
         them), not to the epoch, which is only on the trigger's grid; 0 before the first
         window end after the epoch (the first window holds what arrived since the epoch).
@@ -840,7 +847,8 @@ class NodeController:
         arrival time (rounded down to µs) of the last window end in its event time."""
         w = self.query_window_us[qids]
         e = self.epoch_us
-        out = np.maximum(((e + k * self.config.trigger_us) // w) * w - e, 0)
+        now = e + k * self.config.trigger_us - self._lateness_us[qids]
+        out = np.maximum((now // w) * w - e, 0)
         for j, q in enumerate(qids.tolist()):
             clock = self._event_clock[q]
             if clock is not None:
@@ -1274,6 +1282,27 @@ class NodeController:
         if self.coordinator is not None:
             return self.account.measured(float(until_s.max()) if until_s.size else None)
         return self.account.fraction(until_s - self.config.stw_s, until_s, numerator="admitted")
+
+    def log_lag(self) -> dict[str, dict[str, int]]:
+        """Per query reading a log: per partition (``topic/partition``), the records in the log
+        that Spark has not processed yet (the log's end minus the end of the last batch Spark
+        acknowledged): consumer lag. Queries of generated feeds are left out.
+
+        Raises
+        ------
+        KafkaClientError
+            The log's ends cannot be read (the broker is down).
+        """
+        processed = np.zeros(len(self.lane_query), dtype=np.int64)
+        for st in self._plans.values():
+            if st.acked_end is not None and len(st.acked_end) == len(st.lanes):
+                processed[st.lanes] = st.acked_end
+        out: dict[str, dict[str, int]] = {}
+        for q in self._queries:
+            lag = getattr(q.feed, "lag", None)
+            if getattr(q.feed, "log", False) and callable(lag):
+                out[q.name] = lag(processed[self._query_lanes[q.query_id]])
+        return out
 
     def cost_estimates(self) -> dict[str, Any]:
         """Current fitted cost (:class:`~spillway.control.CostEstimate`) of every plan."""

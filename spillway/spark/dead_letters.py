@@ -8,6 +8,8 @@ topic, partition, offset, reason and raw text, to :class:`DeadLetters`, which
 - counts them per query and kind (``malformed``, ``late``);
 - keeps them, keyed by batch id: a batch Spark replays after a failure has the same offsets, so
   the same rows, and *replaces* its entry instead of adding it again;
+- sends them, when a query names a dead-letter topic, to that topic exactly once per record
+  (:class:`~spillway.kafka.dead_letter.DeadLetterTopic`, keyed by topic, partition and offset);
 - writes them, when a query names a dead-letter folder, to ``<folder>/batch-<id>.jsonl``
   (one JSON object per record), replaced atomically (written aside, then renamed), so a replayed
   batch rewrites the same file and no record appears twice.
@@ -33,6 +35,7 @@ import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -50,13 +53,23 @@ class DeadLetters:
     ----------
     names : query names by query id.
     folders : optional dead-letter folder per query name.
+    topics : optional dead-letter topic per query name (anything with ``write(rows)``, e.g. a
+        :class:`~spillway.kafka.dead_letter.DeadLetterTopic`).
+    logs : names of the queries that read a log (their counts start at zero).
     """
 
     def __init__(
-        self, names: Sequence[str], folders: Mapping[str, str | Path] | None = None
+        self,
+        names: Sequence[str],
+        folders: Mapping[str, str | Path] | None = None,
+        topics: Mapping[str, Any] | None = None,
+        logs: Sequence[str] = (),
     ) -> None:
         self.names = list(names)
+        #: Queries that read a log: counted (zeros included) even before anything is set aside.
+        self.logs = list(dict.fromkeys([*logs, *(folders or {}), *(topics or {})]))
         self.folders = {n: Path(f) for n, f in (folders or {}).items()}
+        self.topics = dict(topics or {})
         self._batches: dict[int, pd.DataFrame] = {}
         self._spilled: dict[str, dict[str, int]] = {}  # counts of batches no longer kept
         self._lock = threading.Lock()
@@ -81,6 +94,8 @@ class DeadLetters:
             folder = self.folders.get(name)
             if folder is not None:
                 _write_atomically(folder / f"batch-{int(batch_id):06d}.jsonl", part)
+            if name in self.topics:
+                self.topics[name].write(part)
         with self._lock:
             self._batches[int(batch_id)] = rows
             while (
@@ -99,7 +114,8 @@ class DeadLetters:
         """Per query name, the records set aside: ``malformed`` and ``late``."""
         with self._lock:
             rows = list(self._batches.values())
-            out = {n: dict(v) for n, v in self._spilled.items()}
+            out = {n: {"malformed": 0, "late": 0} for n in self.logs}
+            out.update({n: dict(v) for n, v in self._spilled.items()})
         for r in rows:
             for name, kinds in _count(r, self.names).items():
                 mine = out.setdefault(name, {"malformed": 0, "late": 0})

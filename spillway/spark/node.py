@@ -370,6 +370,7 @@ class Node:
         policy = self._policy if self._policy is not None else self._make_policy()
         plans = []
         logs: dict[str, str | None] = {}
+        dead_topics: dict[str, Any] = {}
         for layout in self._layout:
             queries = []
             for i in layout.query_ids:
@@ -378,6 +379,9 @@ class Node:
                 feed = make_feed(q.feed, **settings)
                 if feed.log:
                     logs[q.name] = feed.dead_letter
+                    writer = feed.dead_letter_writer()
+                    if writer is not None:
+                        dead_topics[q.name] = writer
                 self._feed_ends[q.name] = feed.end_s()
                 if feed.text_keys:
                     self._key_texts[q.name] = feed.key_texts()
@@ -446,6 +450,8 @@ class Node:
         self.dead_letters = DeadLetters(
             [q.name for q in cfg.queries],
             folders={n: f for n, f in logs.items() if f is not None},
+            topics=dead_topics,
+            logs=list(logs),
         )
         self._sinks = {
             p.name: ResultSink(
@@ -974,8 +980,7 @@ def calibration_round_capacity(
     """
     est = [estimate(st) for st in states.values()]
     overhead = sum(e.overhead_s for e in est)
-    # Nothing is shed while calibrating, so every row is both arrived and kept: its cost is
-    # the kept-tuple and the arrived-tuple terms together (the fit cannot tell them apart).
+    # nothing is shed while calibrating: an admitted tuple costs its kept and its arrived part
     per_tuple = float(np.mean([e.per_tuple_s + e.per_arrived_s for e in est])) if est else math.nan
     span = batch_span(overhead, trigger_s, headroom, limit=ControllerConfig().span_limit)
     budget = headroom * span * trigger_s

@@ -18,6 +18,9 @@
   when the SparkContext starts (the conf alone is not enough), so :func:`configure_spark` also
   sets that variable in this process when it is unset: the one side effect of this function.
 
+- ``spark.jars`` += Spark's own Kafka source (``spark-sql-kafka-0-10``), when ``make setup`` has
+  fetched it (:mod:`spillway.kafka.spark`): ``format("kafka")`` works in the same session.
+
 ``test=True`` also shrinks memory (driver 1 GiB, Arrow batches of 10,000 rows) and turns off
 Spark's periodic no-data progress events, which tests do not need.
 
@@ -75,7 +78,12 @@ def configure_spark(builder: Any, *, test: bool = False) -> Any:
     -------
     The same builder, for chaining: ``configure_spark(SparkSession.builder).getOrCreate()``.
     """
+    from spillway.kafka.spark import configure_spark_kafka, spark_kafka_jars
+
     conf = dict(SPARK_CONF)
+    kafka_jars = spark_kafka_jars(required=False)
+    if kafka_jars:  # Spark's own Kafka source, when fetched: plain-Spark baselines, user code
+        builder = configure_spark_kafka(builder, jars=kafka_jars)
     if not os.environ.get("PYSPARK_PYTHON"):
         os.environ["PYSPARK_PYTHON"] = sys.executable
     conf["spark.pyspark.python"] = os.environ["PYSPARK_PYTHON"]

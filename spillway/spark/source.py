@@ -447,6 +447,55 @@ def select_kept(lo: int, hi: int, keep: int, key: int) -> np.ndarray:
     return idx[chosen]
 
 
+#: Runs a log lane's kept records are read in (:func:`select_kept_runs`).
+LOG_RUNS = 16
+
+
+def select_kept_runs(lo: int, hi: int, keep: int, key: int, runs: int = LOG_RUNS) -> np.ndarray:
+    """The ``keep`` indices kept out of ``[lo, hi)`` of a log, as at most ``runs`` contiguous
+    runs, in arrival order: what is shed is never fetched.
+
+    ``[lo, hi)`` is cut into ``min(runs, keep)`` equal blocks; each keeps its share of ``keep``
+    as one run starting at a hashed position inside the block (deterministic in ``key``, so a
+    replay keeps the same records). A systematic sample spread over the batch's time, so every
+    window of the batch keeps its share; a Kafka partition then reads ``runs`` short ranges
+    instead of the whole range (THEMIS's shedder drops before processing; on a log, dropping
+    what is never read is the cheap way).
+
+    Examples
+    --------
+    >>> a = select_kept_runs(0, 100, 8, 3, runs=4)
+    >>> len(a), bool((np.diff(a) > 0).all()), int((np.diff(a) > 1).sum()) <= 3
+    (8, True, True)
+    >>> [int(((a >= b) & (a < b + 25)).sum()) for b in (0, 25, 50, 75)]  # 2 per block
+    [2, 2, 2, 2]
+    >>> select_kept_runs(5, 9, 10, 0).tolist(), select_kept_runs(5, 9, 0, 0).tolist()
+    ([5, 6, 7, 8], [])
+    """
+    n = hi - lo
+    if keep >= n:
+        return np.arange(lo, hi, dtype=np.int64)
+    if keep <= 0:
+        return np.empty(0, dtype=np.int64)
+    r = int(min(runs, keep))
+    j = np.arange(r + 1, dtype=np.int64)
+    edges = lo + (j * n) // r
+    size = np.diff(edges)
+    want = np.diff((j * keep) // r)
+    take = np.minimum(want, size)
+    short = int(keep - take.sum())
+    while short > 0:  # integer rounding: give what a full block could not hold to the others
+        room = np.flatnonzero(take < size)
+        add = np.zeros(r, dtype=np.int64)
+        add[room[:short]] = 1
+        take += add
+        short = int(keep - take.sum())
+    slack = (size - take).astype(np.uint64)
+    start = edges[:-1] + (tuple_hashes(key, j[:-1]) % (slack + np.uint64(1))).astype(np.int64)
+    pos = np.repeat(start - np.cumsum(take) + take, take) + np.arange(int(take.sum()))
+    return pos.astype(np.int64)
+
+
 def select_kept_groups(
     lo: int, hi: int, key: int, keys: np.ndarray, group_keys: Any, group_keep: Any
 ) -> np.ndarray:
@@ -908,7 +957,9 @@ def read_batches(
         key = lane_key(partition.seed, partition.plan, qid, sid)
         feed = cached_feed(partition.feeds[int(partition.feed[j])])
         groups = partition.groups[j] if partition.groups is not None else None
-        if groups is None:
+        if groups is None and feed.log:  # a log: read only what is kept
+            kept = select_kept_runs(lo, hi, int(partition.keep[j]), key)
+        elif groups is None:
             kept = select_kept(lo, hi, int(partition.keep[j]), key)
         else:
             keys = feed.keys(sid, np.arange(lo, hi, dtype=np.int64))
@@ -926,7 +977,9 @@ def read_batches(
             cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
             cols["event_ts"].append(_micros(r["event_ts"], 0))
             cols["arrival_ts"].append(_micros(r["arrival_ts"], 0))
-            if r.get("topic") is not None:  # a log: a record from before the last cut is late
+            if r.get("topic") is not None and int(partition.since_us[j]) > 0:
+                # a log: a record from before the last cut is late (before the first cut, a
+                # record older than the node is a backlog the first batch processes)
                 since = (partition.epoch_us + int(partition.since_us[j])) / 1e6
                 late = np.asarray(r["event_ts"], dtype=np.float64) < since
                 if late.any():

@@ -344,6 +344,8 @@ def test_bench_times_every_policy_and_writes_a_report(
 
 
 def test_unknown_benchmark_is_refused_before_anything_runs(tmp_path: Path) -> None:
-    with pytest.raises(UnknownNameError, match=r"unknown benchmark 'nope'; known: decision, spark"):
+    with pytest.raises(
+        UnknownNameError, match=r"unknown benchmark 'nope'; known: decision, spark, kafka"
+    ):
         run_benchmarks(tmp_path, names=["decision", "nope"], quick=True, seed=0)
     assert list(tmp_path.iterdir()) == []

@@ -556,3 +556,19 @@ def test_read_hands_spark_bounded_chunks_with_the_same_rows():
     assert list(read_batches(empty)) == [] and read_partition(empty).num_rows == 0
     with pytest.raises(ConfigError, match="max_rows must be an int >= 1"):
         next(read_batches(p, max_rows=0))
+
+
+@pytest.mark.parametrize(("lo", "hi", "keep"), [(0, 10, 3), (5, 1005, 999), (0, 10**6, 12345),
+                                                (100, 117, 16), (0, 33, 32)])  # fmt: skip
+def test_a_logs_kept_records_are_few_runs_spread_over_the_range(lo, hi, keep):
+    from spillway.spark.source import LOG_RUNS, select_kept_runs
+
+    a = select_kept_runs(lo, hi, keep, 77)
+    assert a.size == keep and np.unique(a).size == keep
+    assert a.min() >= lo and a.max() < hi and (np.diff(a) > 0).all()
+    assert int((np.diff(a) > 1).sum()) < LOG_RUNS  # at most LOG_RUNS contiguous runs
+    np.testing.assert_array_equal(a, select_kept_runs(lo, hi, keep, 77))  # a replay
+    r = min(LOG_RUNS, keep)
+    edges = lo + (np.arange(r + 1) * (hi - lo)) // r
+    per_block = np.histogram(a, bins=edges)[0]
+    assert per_block.max() - per_block.min() <= 1  # every part of the batch keeps its share

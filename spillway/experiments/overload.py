@@ -1,0 +1,583 @@
+"""``overload``: every policy at 3x and 10x overload, on generated feeds and on a Kafka topic fed
+live by ``spillway produce``, beside plain Spark reading the same topic with nothing shed.
+
+The promise under test (THEMIS §6's shedder, CoD §III, and spillway's own: results on time under
+any overload up to 10x): with shedding, micro-batches stay under the trigger interval and result
+latency stays within its bound, whatever the policy; without it, lag and latency grow.
+
+Workload: CoD's grouped means (``spillway run --workload grouped``: the mean fare per route of the
+``taxi`` feed and the mean CPU request per task class of the ``tasks`` feed, two sources each),
+which every policy can shed (``cod`` per group, the others per lane). Per source of tuples:
+
+- ``generated``: the node first measures its capacity (overload calibration, nothing shed) at the
+  first level; every later run streams the same queries with the rates scaled to ``level`` times
+  that measured capacity.
+- ``kafka``: a broker on 127.0.0.1 (its own folder), one topic per query (a partition per
+  source). The capacity is measured with the broker and the producers running: a node sheds a
+  topic produced at twice the generated capacity, and its rows processed per second of batch
+  time are the capacity. Each run then gets fresh topics and one ``spillway produce`` process
+  per query at ``level`` times that capacity (the rate each achieved is reported: a producer on
+  a 2-core machine shared with Spark may not reach it, and the overload is then computed from
+  what was sent). Plain Spark (its own Kafka source, the same grouped mean with ``from_json``,
+  no ``maxOffsetsPerTrigger``) reads the same input at the first level: its per-batch offsets
+  behind the latest and its window latency show what happens without shedding.
+
+Per run: mean micro-batch time over the trigger, p95 window latency against the bound the run
+report uses (``LATENCY_TRIGGERS`` triggers plus the window), the overload measured (arrivals over
+the measured capacity), the kept fraction, and the cost model's terms at the end (overhead, cost
+per admitted tuple, cost per arrived tuple).
+
+Examples
+--------
+>>> cfg = make_config(quick=True)
+>>> cfg.policies, cfg.levels, cfg.sources
+(('balance-sic', 'cod'), (3.0, 10.0), ('generated', 'kafka'))
+>>> [q.kind for q in node_config(cfg, "cod", 1.0).queries]
+['group_avg', 'group_avg']
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spillway.config import NodeConfig, QuerySpec
+from spillway.errors import ConfigError, SpillwayError, UnknownNameError
+from spillway.experiments._spark_runs import LevelRun, check_positive, experiment_spark, run_level
+from spillway.experiments.checks import Check, compare, every
+from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.progress import report
+from spillway.reporting import markdown_table
+from spillway.run_report import LATENCY_TRIGGERS
+from spillway.workloads import GROUPED_FEEDS
+
+#: One line for ``spillway experiment --help``.
+DESCRIPTION = "every policy at 3x and 10x overload, generated and Kafka, vs plain Spark (Spark)"
+
+#: Policies compared.
+POLICIES: tuple[str, ...] = ("random", "balance-sic", "uniform", "cod")
+
+#: Where tuples come from.
+SOURCES: tuple[str, ...] = ("generated", "kafka")
+
+#: Per query of the grouped workload: (feed, feed settings, tuples/s per source before scaling).
+QUERIES: dict[str, tuple[str, dict[str, Any], float]] = {
+    name: (feed, options, rate)
+    for (name, (feed, options, _)), rate in zip(
+        GROUPED_FEEDS.items(), (2000.0, 1000.0), strict=True
+    )
+}
+
+#: Sources (Kafka partitions) per query.
+N_SOURCES = 2
+
+#: The JSON values ``spillway produce`` writes for these feeds, as a schema.
+SCHEMA = "source long, seq long, key long, value double, event_time timestamp"
+
+#: The Kafka capacity run produces this many times the generated capacity (overloaded, so the
+#: node works at its capacity).
+PROBE_FACTOR = 2.0
+
+#: What the papers say about this promise.
+PAPER = {
+    "THEMIS §6": "the shedder keeps the processing within the node's capacity so that "
+    "results stay within their latency bound under overload",
+    "CoD §VII-C": "shedding keeps the p95 window latency more than 4x below normal processing",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class OverloadConfig:
+    """Settings of the overload study.
+
+    Parameters
+    ----------
+    policies : names in :data:`POLICIES`.
+    levels : overloads (arrival rate over measured capacity), each > 1.
+    sources : names in :data:`SOURCES`.
+    duration_s : streaming time of each run once the node is warm.
+    warmup_s : the first seconds of that are not measured.
+    calibrate_s : the node's capacity calibration (generated source).
+    trigger_s : trigger interval = shedding interval = window of both queries.
+    plain_spark : also run plain Spark on the Kafka input at the first level.
+    seed : seed of feeds and policies.
+    master : Spark master URL.
+    """
+
+    policies: tuple[str, ...] = POLICIES
+    levels: tuple[float, ...] = (3.0, 10.0)
+    sources: tuple[str, ...] = SOURCES
+    duration_s: float = 60.0
+    warmup_s: float = 10.0
+    calibrate_s: float = 30.0
+    trigger_s: float = 1.0
+    plain_spark: bool = True
+    seed: int = 0
+    master: str = "local[2]"
+
+    def __post_init__(self) -> None:
+        for name, known in (("policies", POLICIES), ("sources", SOURCES)):
+            vals = tuple(getattr(self, name))
+            object.__setattr__(self, name, vals)
+            if not vals:
+                raise ConfigError(f"{name} must name at least one of {', '.join(known)}")
+            for v in vals:
+                if v not in known:
+                    raise UnknownNameError(f"{name} must be among {', '.join(known)}; got {v!r}")
+        object.__setattr__(self, "levels", tuple(float(x) for x in self.levels))
+        if not self.levels or not all(math.isfinite(x) and x > 1 for x in self.levels):
+            raise ConfigError(f"levels must be overloads > 1, got {self.levels!r}")
+        for name in ("duration_s", "calibrate_s", "trigger_s"):
+            check_positive(name, getattr(self, name))
+        check_positive("warmup_s", self.warmup_s, allow_zero=True)
+        if self.warmup_s >= self.duration_s:
+            raise ConfigError(
+                f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s})"
+            )
+
+
+def make_config(quick: bool = False, seed: int = 0) -> OverloadConfig:
+    """Every policy, 60 s per run; or quick: balance-sic and cod, 20 s per run."""
+    if quick:
+        return OverloadConfig(
+            policies=("balance-sic", "cod"), duration_s=20.0, warmup_s=6.0, calibrate_s=20.0,
+            seed=seed,
+        )  # fmt: skip
+    return OverloadConfig(seed=seed)
+
+
+def node_config(
+    cfg: OverloadConfig,
+    policy: str,
+    scale: float,
+    *,
+    topics: Mapping[str, str] | None = None,
+    conn: Any = None,
+    overload: float | None = None,
+) -> NodeConfig:
+    """The grouped workload with every rate times ``scale``; with ``topics``, each query reads
+    its topic (``conn``'s cluster) instead of generating tuples."""
+    queries = []
+    for name, (feed, options, rate) in QUERIES.items():
+        if topics is None:
+            q = QuerySpec(name=name, kind="group_avg", feed=feed, feed_options=options,
+                          sources=N_SOURCES, rate=rate * scale, window_s=cfg.trigger_s)  # fmt: skip
+        else:
+            opts = {**conn.spark_options(), "subscribe": topics[name],
+                    "startingOffsets": "earliest", "format": "json", "schema": SCHEMA,
+                    "value_column": "value", "key_column": "key"}  # fmt: skip
+            q = QuerySpec(name=name, kind="group_avg", feed="kafka", feed_options=opts,
+                          window_s=cfg.trigger_s)  # fmt: skip
+        queries.append(q)
+    return NodeConfig(
+        queries=tuple(queries), policy=policy, seed=cfg.seed, trigger_s=cfg.trigger_s,
+        stw_s=10 * cfg.trigger_s, overload=overload, calibrate_s=cfg.calibrate_s,
+        master=cfg.master,
+    )  # fmt: skip
+
+
+def base_rate() -> float:
+    """Tuples/s of the workload before scaling (every query, every source)."""
+    return sum(rate * N_SOURCES for _, _, rate in QUERIES.values())
+
+
+# ------------------------------------------------------------------------------ measuring
+
+
+def run_stats(lr: LevelRun, cfg: OverloadConfig, capacity: float) -> dict[str, Any]:
+    """What one node run measured, after it was warm and ``warmup_s`` more."""
+    start = lr.ready_s + cfg.warmup_s
+    hist = [r for r in lr.history if r.t >= start and r.processed_tuples > 0]
+    batches = [b for plan in lr.batches.values() for b in plan]
+    t_end = max((r.t for r in hist), default=start)
+    span = max(t_end - start, cfg.trigger_s)
+    arrived = sum(r.arrived_tuples for r in hist)
+    kept = sum(r.admitted_tuples for r in hist)
+    res = lr.results.drop_duplicates(["query", "window_start"])
+    lat = res.loc[res["t"] >= start, "latency_s"].to_numpy(dtype=np.float64)
+    last = lr.history[-1] if lr.history else None
+    durations = [float(b["duration_s"]) for b in batches[2:]]
+    return {
+        "batch_mean_s": float(np.mean(durations)) if durations else math.nan,
+        "latency_p95_s": float(np.quantile(lat, 0.95)) if lat.size else math.nan,
+        "latency_bound_s": LATENCY_TRIGGERS * cfg.trigger_s + cfg.trigger_s,
+        "windows": int(lat.size),
+        "arrived_per_s": arrived / span,
+        "overload_measured": arrived / span / capacity if capacity > 0 else math.nan,
+        "kept_fraction": kept / arrived if arrived else math.nan,
+        "overhead_s": last.overhead_s if last is not None else math.nan,
+        "per_admitted_us": last.per_tuple_s * 1e6 if last is not None else math.nan,
+        "per_arrived_us": last.per_arrived_s * 1e6 if last is not None else math.nan,
+        "attempts": lr.attempts,
+    }
+
+
+def _guarded(fn: Any) -> dict[str, Any]:
+    """``fn()``, or the one-line error of a run that failed (its figures then count as not
+    measured: the checks fail on them, and the other runs still report)."""
+    try:
+        return dict(fn())
+    except SpillwayError as e:
+        report(f"overload: the run failed: {' '.join(str(e).split())[:200]}")
+        return {"error": " ".join(str(e).split())[:300]}
+
+
+def _capacity_of(lr: LevelRun, cfg: OverloadConfig) -> float:
+    """Rows processed per second of micro-batch time over the measured part of a run."""
+    batches = [b for plan in lr.batches.values() for b in plan][2:]
+    secs = sum(float(b["duration_s"]) for b in batches)
+    rows = sum(int(b["rows"]) for b in batches)
+    return rows / secs if secs > 0 else math.nan
+
+
+def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict[str, Any]]]:
+    """The generated-feed runs; (measured capacity, one dict per run)."""
+    runs, capacity, scale0 = [], math.nan, math.nan
+    first = cfg.levels[0]
+    for level in cfg.levels:
+        for policy in cfg.policies:
+            report(f"overload: generated, {policy} at {level:g}x")
+            if math.isnan(capacity):  # the first run measures the capacity: it must succeed
+                node = node_config(cfg, policy, 1.0, overload=first)
+                lr = run_level(node, spark=spark, duration_s=cfg.duration_s)
+                capacity = float((lr.calibration or {}).get("capacity_tuples_per_s", math.nan))
+                scale0 = lr.rate_scale / first
+                stats = run_stats(lr, cfg, capacity)
+            else:
+                node = node_config(cfg, policy, scale0 * level)
+                stats = _guarded(
+                    lambda n=node, c=capacity: run_stats(
+                        run_level(n, spark=spark, duration_s=cfg.duration_s), cfg, c
+                    )
+                )
+            runs.append({"source": "generated", "policy": policy, "level": level, **stats})
+    return capacity, runs
+
+
+class _Producers:
+    """One ``spillway produce`` process per query, at ``rate`` tuples/s in all (split as the
+    workload's base rates), until :meth:`stop`, which returns what the log received: records
+    (the topics' end offsets) over the seconds the producers ran, beside the rate asked."""
+
+    def __init__(self, conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> None:
+        if not (math.isfinite(rate) and rate > 0):
+            raise SpillwayError(f"the producers' rate must be > 0 tuples/s, got {rate!r}")
+        self.conn, self.topics, self.rate = conn, dict(topics), float(rate)
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.t0 = time.monotonic()
+        for name, (feed, options, base) in QUERIES.items():
+            per_source = rate * base / base_rate()
+            cmd = [sys.executable, "-c", "import sys; from spillway.cli import main; "
+                   "sys.exit(main(sys.argv[1:]))", "produce", topics[name], "--feed", feed,
+                   "--sources", str(N_SOURCES), "--rate", f"{per_source:.3f}", "--duration",
+                   "3600", "--seed", str(seed), "--bootstrap", conn.bootstrap_servers]  # fmt: skip
+            for k, v in options.items():
+                cmd += ["--feed-option", f"{k}={v}"]
+            self.procs.append(
+                (name, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            )
+
+    def check(self) -> None:
+        """Raise if a producer has died."""
+        for name, p in self.procs:
+            if p.poll() is not None:
+                err = (p.stderr.read() if p.stderr else b"").decode(errors="replace")
+                raise SpillwayError(
+                    f"spillway produce for {name} ended ({p.returncode}): {err.strip()[-300:]}"
+                )
+
+    def stop(self) -> dict[str, Any]:
+        from spillway.kafka.admin import partition_offsets
+
+        secs = time.monotonic() - self.t0
+        for _, p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        sent = sum(
+            po.latest for t in self.topics.values() for po in partition_offsets(self.conn, t)
+        )
+        return {"produced": int(sent), "asked_rate": self.rate,
+                "achieved_rate": sent / secs if secs > 0 else math.nan}  # fmt: skip
+
+
+def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: float,
+               tag: str) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
+    from spillway.kafka.admin import create_topic
+
+    topics = {n: f"overload-{tag}-{n}-{time.time_ns()}" for n in QUERIES}
+    for t in topics.values():
+        create_topic(conn, t, partitions=N_SOURCES)
+    name = policy if isinstance(policy, str) else policy.name
+    node = node_config(cfg, name, 1.0, topics=topics, conn=conn)
+    producers = _Producers(conn, topics, rate, cfg.seed)
+    produced: dict[str, Any] = {}
+    try:
+        lr = run_level(node, spark=spark, duration_s=cfg.duration_s,
+                       policy=None if isinstance(policy, str) else policy,
+                       on_tick=lambda _t: producers.check())  # fmt: skip
+    finally:
+        produced = producers.stop()
+    return lr, {**produced, "topics": topics}
+
+
+def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> dict[str, Any]:
+    """Spark's own Kafka source, the same grouped means, nothing shed, at ``rate``: per batch
+    its rows, duration and offsets behind the latest; window latency."""
+    from pyspark.sql import functions as F
+
+    from spillway.kafka.admin import create_topic
+
+    topics = {n: f"overload-plain-{n}-{time.time_ns()}" for n in QUERIES}
+    for t in topics.values():
+        create_topic(conn, t, partitions=N_SOURCES)
+    ckpt = tempfile.mkdtemp(prefix="spillway-overload-plain-")
+    latencies: list[float] = []
+
+    def sink(df: Any, _batch_id: int) -> None:
+        pdf = df.toPandas()
+        now = time.time()
+        for end in pdf["window_end"]:
+            latencies.append(now - end.timestamp())
+
+    window = f"{cfg.trigger_s:g} seconds"
+    rows = (
+        spark.readStream.format("kafka").options(**conn.spark_options())
+        .option("subscribe", ",".join(topics.values())).option("startingOffsets", "earliest")
+        .load()
+        .select("topic", F.from_json(F.col("value").cast("string"), SCHEMA).alias("v"),
+                "timestamp")
+        .groupBy("topic", F.window("timestamp", window), F.col("v.key"))
+        .agg(F.avg("v.value").alias("value"))
+        .groupBy("topic", "window").agg(F.count("*").alias("groups"))
+        .select("topic", F.col("window.end").alias("window_end"), "groups")
+    )  # fmt: skip
+    producers = _Producers(conn, topics, rate, cfg.seed)
+    query = (
+        rows.writeStream.outputMode("update").foreachBatch(sink)
+        .option("checkpointLocation", ckpt).trigger(processingTime=window).start()
+    )  # fmt: skip
+    try:
+        end = time.monotonic() + cfg.duration_s + 10.0
+        while time.monotonic() < end:
+            if query.exception() is not None:
+                raise SpillwayError(f"the plain Spark query failed: {query.exception()}")
+            time.sleep(0.5)
+        progress = list(query.recentProgress)
+    finally:
+        query.stop()
+        producers.stop()
+    batches = []
+    for p in progress:
+        behind = 0.0
+        for s in p.sources:
+            m = getattr(s, "metrics", None) or {}
+            behind += float(m.get("maxOffsetsBehindLatest", 0) or 0)
+        batches.append({"rows": int(p.numInputRows), "duration_s": p.batchDuration / 1000.0,
+                        "offsets_behind": behind})  # fmt: skip
+    lat = np.array(latencies[len(latencies) // 4 :] or [math.nan])
+    lag = [float(b["offsets_behind"]) for b in batches]
+    third = max(1, len(lag) // 3)
+    return {
+        "batches": batches,
+        "batch_mean_s": float(np.mean([b["duration_s"] for b in batches[2:]] or [math.nan])),
+        "latency_p95_s": float(np.nanquantile(lat, 0.95)),
+        "latency_first_s": float(latencies[0]) if latencies else math.nan,
+        "latency_last_s": float(latencies[-1]) if latencies else math.nan,
+        "behind_first": float(np.mean(lag[:third])) if lag else math.nan,
+        "behind_last": float(np.mean(lag[-third:])) if lag else math.nan,
+    }
+
+
+def measure_kafka(cfg: OverloadConfig, spark: Any, generated_capacity: float) -> dict[str, Any]:
+    """The Kafka runs (a broker of its own): capacity, one dict per run, plain Spark."""
+    from spillway.testing import running_broker
+
+    out: dict[str, Any] = {"runs": []}
+    with running_broker() as state:
+        conn = state.connection()
+        probe = PROBE_FACTOR * (
+            generated_capacity if math.isfinite(generated_capacity) else base_rate() * 50
+        )
+        report(f"overload: kafka capacity, producers at {probe:,.0f} tuples/s")
+        lr, produced = _kafka_run(cfg, spark, conn, "balance-sic", probe, "capacity")
+        capacity = _capacity_of(lr, cfg)
+        if not (math.isfinite(capacity) and capacity > 0):
+            raise SpillwayError(
+                f"the Kafka capacity run processed no measured batch ({len(lr.history)} "
+                "intervals): run it longer (duration_s)"
+            )
+        out["capacity_tuples_per_s"] = capacity
+        out["capacity_probe"] = {"rate": probe, **produced}
+        for level in cfg.levels:
+            for policy in cfg.policies:
+                report(f"overload: kafka, {policy} at {level:g}x of {capacity:,.0f} tuples/s")
+
+                def one(p: str = policy, lv: float = level) -> dict[str, Any]:
+                    lr, produced = _kafka_run(cfg, spark, conn, p, lv * capacity, p)
+                    produced.pop("topics")
+                    return {**run_stats(lr, cfg, capacity), **produced}
+
+                out["runs"].append({"source": "kafka", "policy": policy, "level": level,
+                                    **_guarded(one)})  # fmt: skip
+        if cfg.plain_spark:
+            report(f"overload: plain Spark's Kafka source at {cfg.levels[0]:g}x")
+            out["plain_spark"] = plain_spark_run(cfg, spark, conn, cfg.levels[0] * capacity)
+    return out
+
+
+def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
+    """Every run of the study (see the module docstring)."""
+    spark = spark if spark is not None else experiment_spark(cfg.master)
+    measured: dict[str, Any] = {"runs": [], "capacity": {}}
+    cap = math.nan
+    if "generated" in cfg.sources:
+        cap, runs = measure_generated(cfg, spark)
+        measured["runs"] += runs
+        measured["capacity"]["generated"] = cap
+    if "kafka" in cfg.sources:
+        k = measure_kafka(cfg, spark, cap)
+        measured["runs"] += k.pop("runs")
+        measured["capacity"]["kafka"] = k.pop("capacity_tuples_per_s")
+        measured.update(k)
+    return measured
+
+
+# ------------------------------------------------------------------------------ analysis
+
+
+def checks(measured: Mapping[str, Any]) -> list[Check]:
+    """Per run: mean batch time below the trigger, p95 latency within the bound (each fails
+    when not measured); and, when plain Spark ran, its offsets behind the latest growing.
+
+    >>> r = {"source": "kafka", "policy": "cod", "level": 3.0, "batch_mean_s": 0.6,
+    ...      "trigger_s": 1.0, "latency_p95_s": 2.0, "latency_bound_s": 4.0,
+    ...      "overload_measured": 2.9}
+    >>> [(c.name, c.verdict) for c in checks({"runs": [r]})][:2]
+    [('batch_below_trigger', 'pass'), ('latency_within_bound', 'pass')]
+    >>> checks({"runs": [dict(r, batch_mean_s=1.4)]})[0].verdict
+    'fail'
+    """
+    runs = list(measured.get("runs", []))
+    batch, latency, over = [], [], []
+    for r in runs:
+        label = f"{r['source']} {r['policy']} {r['level']:g}x"
+        batch.append(compare(label, r.get("batch_mean_s"), "<", r.get("trigger_s", 1.0),
+                             what=f"{label} mean batch (s)"))  # fmt: skip
+        latency.append(compare(label, r.get("latency_p95_s"), "<=", r.get("latency_bound_s"),
+                               what=f"{label} p95 latency (s)"))  # fmt: skip
+        over.append(compare(label, r.get("overload_measured"), ">=", 0.8 * r["level"],
+                            what=f"{label} overload measured"))  # fmt: skip
+    none = "no run was measured"
+    out = [
+        every("batch_below_trigger", batch, none_why=none),
+        every("latency_within_bound", latency, none_why=none),
+        every("overload_reached_80pct", over, none_why=none),
+    ]
+    plain = measured.get("plain_spark")
+    if plain is not None:
+        out.append(
+            compare(
+                "plain_spark_lag_grows",
+                plain.get("behind_last"),
+                ">",
+                2 * plain.get("behind_first", math.nan),
+                what="plain Spark's offsets behind the latest, last third of the run",
+            )
+        )
+        # fmt: skip
+    return out
+
+
+def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
+    """Values, checks, tables and figures of an overload study."""
+    runs = [dict(r, trigger_s=cfg.trigger_s) for r in measured.get("runs", [])]
+    m = {**measured, "runs": runs}
+    figures = []
+    for source in cfg.sources:
+        rs = [r for r in runs if r["source"] == source]
+        if not rs:
+            continue
+        groups = [f"{lv:g}x" for lv in cfg.levels]
+        by = {(r["policy"], r["level"]): r for r in rs}
+        figures.append(Figure(
+            file=f"latency_{source}.png", groups=groups,
+            bars={p: [by.get((p, lv), {}).get("latency_p95_s", math.nan) for lv in cfg.levels]
+                  for p in cfg.policies},
+            title=f"p95 window latency, {source}", ylabel="p95 latency (s)",
+            xlabel="overload (arrivals over measured capacity)", paper=PAPER["THEMIS §6"],
+        ))  # fmt: skip
+    cols = ["source", "policy", "level", "overload_measured", "batch_mean_s", "latency_p95_s",
+            "latency_bound_s", "kept_fraction", "overhead_s", "per_admitted_us",
+            "per_arrived_us", "achieved_rate", "asked_rate", "error"]  # fmt: skip
+    sections = [("Runs", markdown_table(runs, [c for c in cols if any(c in r for r in runs)]))]
+    plain = measured.get("plain_spark")
+    values: dict[str, Any] = {"runs": runs, "capacity": measured.get("capacity", {}),
+                              "paper": PAPER}  # fmt: skip
+    tables = {"runs.csv": runs}
+    if plain is not None:
+        values["plain_spark"] = {k: v for k, v in plain.items() if k != "batches"}
+        tables["plain_spark_batches.csv"] = plain["batches"]
+        sections.append((
+            "Plain Spark, nothing shed (Kafka, first level)",
+            f"Offsets behind the latest, mean of the first / last third of the batches: "
+            f"{plain['behind_first']:,.0f} / {plain['behind_last']:,.0f}; window latency first "
+            f"/ last {plain['latency_first_s']:.1f} s / {plain['latency_last_s']:.1f} s, p95 "
+            f"{plain['latency_p95_s']:.1f} s; mean batch {plain['batch_mean_s']:.2f} s.",
+        ))  # fmt: skip
+    if "capacity_probe" in measured:
+        values["capacity_probe"] = measured["capacity_probe"]
+    return Analysis(
+        values=values, checks=checks(m), tables=tables, figures=figures,
+        setup=_setup(cfg, measured), paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
+        notes=_NOTES, sections=sections,
+    )  # fmt: skip
+
+
+def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:
+    caps = ", ".join(f"{k} {v:,.0f} tuples/s" for k, v in measured.get("capacity", {}).items())
+    return (
+        f"One spillway Node on Spark (`{cfg.master}`) per run: CoD's grouped means (taxi and "
+        f"tasks feeds, {N_SOURCES} sources each, {cfg.trigger_s:g} s tumbling windows = trigger), "
+        f"policies {', '.join(cfg.policies)}, overloads {', '.join(f'{x:g}x' for x in cfg.levels)}"
+        f" of the measured capacity ({caps}); each run streams {cfg.duration_s:g} s once warm, "
+        f"the first {cfg.warmup_s:g} s not measured; seed {cfg.seed}."
+    )
+
+
+_NOTES = (
+    "- One 2-core machine runs Spark, the broker and the producers: the Kafka capacity is "
+    "measured with all of them running, and a producer that cannot reach its rate lowers the "
+    "overload actually run (`overload_measured`, `achieved_rate`).\n"
+    "- A log's kept records are read as a few contiguous runs per partition "
+    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD reads "
+    "the keys of every waiting record on the driver to count its groups.\n"
+    "- Plain Spark here is Spark's own Kafka source with no `maxOffsetsPerTrigger`: every "
+    "batch takes all that arrived, as a user without spillway would run it."
+)
+
+
+EXPERIMENT: Experiment[OverloadConfig, dict[str, Any]] = Experiment(
+    name="overload",
+    title="Every policy at 3x and 10x overload, generated and Kafka, vs plain Spark",
+    config_type=OverloadConfig,
+    measure=measure,
+    analyse=analyse,
+)
+
+
+def run(config: OverloadConfig, out_dir: Path | str) -> dict[str, Any]:
+    """Run the study and write the report folder."""
+    return EXPERIMENT.run(config, out_dir)
+
+
+__all__ = ["EXPERIMENT", "OverloadConfig", "make_config", "measure", "analyse", "run"]

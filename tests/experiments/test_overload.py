@@ -1,0 +1,97 @@
+"""The overload study: its settings, its checks (each can fail), and a shortened Kafka run."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from spillway.errors import ConfigError, UnknownNameError
+from spillway.experiments import overload as ov
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "exc", "match"),
+    [
+        ({"policies": ("fifo",)}, UnknownNameError, "policies must be among random"),
+        ({"policies": ()}, ConfigError, "policies must name at least one"),
+        ({"sources": ("files",)}, UnknownNameError, "sources must be among generated, kafka"),
+        ({"levels": (0.5,)}, ConfigError, "levels must be overloads > 1"),
+        ({"levels": ()}, ConfigError, "levels must be overloads > 1"),
+        ({"duration_s": 0}, ConfigError, "duration_s must be a finite number > 0"),
+        ({"warmup_s": 70.0}, ConfigError, "warmup_s .* must be below"),
+    ],
+)
+def test_config_rejects_bad_settings(kwargs, exc, match):
+    with pytest.raises(exc, match=match):
+        ov.OverloadConfig(**kwargs)
+
+
+def _run(**change):
+    r = {"source": "kafka", "policy": "cod", "level": 3.0, "batch_mean_s": 0.7,
+         "trigger_s": 1.0, "latency_p95_s": 2.5, "latency_bound_s": 4.0,
+         "overload_measured": 2.8}  # fmt: skip
+    return {**r, **change}
+
+
+def test_each_check_fails_on_a_run_that_breaks_it():
+    ok = {c.name: c.verdict for c in ov.checks({"runs": [_run()]})}
+    assert ok == {"batch_below_trigger": "pass", "latency_within_bound": "pass",
+                  "overload_reached_80pct": "pass"}  # fmt: skip
+    for change, name in (
+        ({"batch_mean_s": 1.3}, "batch_below_trigger"),
+        ({"latency_p95_s": 9.0}, "latency_within_bound"),
+        ({"latency_p95_s": math.nan}, "latency_within_bound"),
+        ({"overload_measured": 1.5}, "overload_reached_80pct"),
+    ):
+        got = {c.name: c for c in ov.checks({"runs": [_run(), _run(**change)]})}
+        assert got[name].failed, change
+    assert all(c.verdict == "not applicable" for c in ov.checks({"runs": []}))
+
+
+def test_plain_spark_lag_must_grow():
+    flat = {"behind_first": 1000.0, "behind_last": 1100.0}
+    grows = {"behind_first": 1000.0, "behind_last": 90_000.0}
+    (c,) = [c for c in ov.checks({"runs": [_run()], "plain_spark": flat}) if "plain" in c.name]
+    assert c.failed
+    (c,) = [c for c in ov.checks({"runs": [_run()], "plain_spark": grows}) if "plain" in c.name]
+    assert c.verdict == "pass"
+
+
+def test_the_report_of_measured_runs(tmp_path):
+    cfg = ov.OverloadConfig(policies=("cod",), levels=(3.0,), sources=("kafka",))
+    plain = {"batches": [{"rows": 10, "duration_s": 1.0, "offsets_behind": 5.0}],
+             "batch_mean_s": 2.0, "latency_p95_s": 30.0, "latency_first_s": 2.0,
+             "latency_last_s": 40.0, "behind_first": 10.0, "behind_last": 5000.0}  # fmt: skip
+    measured = {"runs": [_run(achieved_rate=9000.0, asked_rate=9000.0)],
+                "capacity": {"kafka": 3000.0}, "plain_spark": plain}  # fmt: skip
+    summary = ov.EXPERIMENT.write(cfg, measured, tmp_path)
+    assert summary["verdicts"]["fail"] == 0
+    report = (tmp_path / "report.md").read_text()
+    assert "Plain Spark" in report and "kafka 3,000 tuples/s" in report
+    assert json.loads((tmp_path / "summary.json").read_text())["capacity"] == {"kafka": 3000.0}
+
+
+@pytest.mark.kafka
+@pytest.mark.spark
+def test_a_shortened_kafka_run(spark, tmp_path):
+    cfg = ov.OverloadConfig(policies=("balance-sic",), levels=(3.0,), sources=("kafka",),
+                            duration_s=10.0, warmup_s=3.0, plain_spark=False)  # fmt: skip
+    measured = ov.measure_kafka(cfg, spark, generated_capacity=3_000.0)
+    (run,) = measured["runs"]
+    assert measured["capacity_tuples_per_s"] > 0
+    assert run["achieved_rate"] > 0 and run["windows"] > 0
+    assert 0 < run["kept_fraction"] < 1  # it shed
+    assert math.isfinite(run["per_arrived_us"]) and math.isfinite(run["per_admitted_us"])
+
+
+def test_a_failed_run_is_reported_and_fails_its_checks():
+    def boom():
+        raise ov.SpillwayError("the streaming query failed: Python worker died")
+
+    got = ov._guarded(boom)
+    assert got == {"error": "the streaming query failed: Python worker died"}
+    checks = {c.name: c for c in ov.checks({"runs": [_run(), {**_run(), **got,
+                                                              "batch_mean_s": None}]})}  # fmt: skip
+    assert checks["batch_below_trigger"].failed

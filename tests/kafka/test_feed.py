@@ -1,0 +1,90 @@
+"""A Kafka topic as a feed: its options checked before Spark starts, one clear line per mistake,
+and the cut of each decision read from the log's time index."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from spillway.errors import ConfigError, KafkaClientError
+from spillway.feeds import make_feed
+from spillway.kafka.writer import KafkaWriter
+
+pytestmark = pytest.mark.kafka
+
+
+def _feed(**options):
+    return make_feed("kafka", n_sources=1, rate=1.0, **options)
+
+
+@pytest.fixture
+def opts(kafka_topics):
+    topic = kafka_topics.new(partitions=2)
+    return {**kafka_topics.conn.spark_options(), "subscribe": topic, "schema": "k string, v double",
+            "value_column": "v"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"subscribe": ""}, "'subscribe' must name a topic"),
+        ({"startingOffsets": "middle"}, "'startingOffsets' must be one of earliest, latest"),
+        ({"format": "xml"}, "'format' must be one of"),
+        ({"schema": None}, "'schema' is required"),
+        ({"value_column": None}, "'value_column' is required"),
+        ({"value_column": "fare"}, "'value_column' names 'fare', not a field"),
+        ({"key_column": "route"}, "'key_column' names 'route', not a field"),
+        ({"maxOffsetsPerTrigger": 5}, "unknown kafka option.*maxOffsetsPerTrigger"),
+        ({"failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
+        ({"lateness_s": -1}, r"'lateness_s' must be seconds in \[0, 3600\)"),
+    ],
+)
+def test_a_bad_option_is_one_line(opts, change, match):
+    o = {k: v for k, v in {**opts, **change}.items() if v is not None}
+    with pytest.raises(ConfigError, match=match):
+        _feed(**o)
+
+
+def test_a_missing_topic_and_an_unreachable_broker_are_one_line(opts):
+    with pytest.raises(KafkaClientError, match="no-such-topic"):
+        _feed(**{**opts, "subscribe": "no-such-topic"})
+    with pytest.raises(KafkaClientError, match="127.0.0.1:1"):
+        _feed(**{**opts, "kafka.bootstrap.servers": "127.0.0.1:1"})
+
+
+def test_without_bootstrap_servers_the_local_broker_is_used_or_named(opts, tmp_path, monkeypatch):
+    monkeypatch.setenv("SPILLWAY_KAFKA_DIR", str(tmp_path / "none"))
+    o = {k: v for k, v in opts.items() if k != "kafka.bootstrap.servers"}
+    with pytest.raises(KafkaClientError, match="no local broker runs: start one with"):
+        _feed(**o)
+
+
+def test_the_cut_is_read_from_the_time_index(opts, kafka_topics):
+    topic = opts["subscribe"]
+    with KafkaWriter(kafka_topics.conn) as w:
+        vals = [json.dumps({"k": "a", "v": float(i)}) for i in range(6)]
+        w.write(topic, vals, partitions=[0, 0, 0, 1, 1, 1],
+                timestamps_ms=[1000, 2000, 3000, 1500, 2500, 9000])  # fmt: skip
+    feed = _feed(**{**opts, "startingOffsets": "earliest", "key_column": "k"})
+    feed.attach(0.0)
+    assert feed.n_sources == 2 and feed.text_keys
+    assert feed.count(1.0).tolist() == [0, 0]
+    assert feed.count(2.2).tolist() == [2, 1]
+    assert feed.count(100.0).tolist() == [3, 3]  # past every record: the log's end
+    r = feed.records(1, np.array([0, 2]))
+    assert r["value"].tolist() == [3.0, 5.0] and r["key_text"].tolist() == ["a", "a"]
+    assert r["arrival_ts"].tolist() == [1.5, 9.0]
+    latest = _feed(**{**opts, "startingOffsets": "latest"})
+    latest.attach(0.0)
+    assert latest.count(1.0).tolist() == [3, 3]  # never below where it starts
+
+
+def test_overload_cannot_scale_a_topic(opts):
+    from spillway.config import NodeConfig, QuerySpec
+
+    q = QuerySpec(name="fares", kind="avg", feed="kafka", feed_options=opts)
+    with pytest.raises(ConfigError, match="'fares' .*overload scales the rates of generated"):
+        NodeConfig(queries=(q,), overload=3.0).check_feeds()
+    NodeConfig(queries=(q,)).check_feeds()  # without overload the topic is checked and fine
