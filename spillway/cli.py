@@ -47,10 +47,13 @@ from spillway.bench.command import BENCHMARKS, run_benchmarks
 from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
+from spillway.federation.command import add_coordinator_command
 from spillway.kafka.cli import add_kafka_commands
 from spillway.live import LiveWriter
 from spillway.progress import to_stream
 from spillway.run_exact import DEFAULT_BUDGET_ROWS
+from spillway.sim.command import add_parser as add_simulate_parser
+from spillway.sim.command import cmd_simulate
 from spillway.status import IntervalRecord, NodeSnapshot
 from spillway.workloads import (
     DEFAULT_MASTER,
@@ -170,12 +173,14 @@ examples:
   spillway run --config spillway/examples/node.toml   # your own queries, feeds and rates
   spillway experiment --help                     # lists the experiments
   spillway bench --quick --out runs/bench
+  spillway simulate --nodes 18 --fragments 2000 --minutes 5 --out runs/sim
   spillway kafka up                              # a local Kafka broker; 'spillway kafka --help'
   spillway produce clicks --rate 10000           # a feed into a Kafka topic at a rate profile
+  spillway coordinator spillway/examples/federation.toml   # a federation's query coordinator
 
-run, experiment and bench write a report folder (summary.json, CSV, PNG plots, report.md) and
-print its path last. Errors are one line on stderr with exit code 2; 'spillway COMMAND --help'
-for more.
+run, experiment, bench and simulate write a report folder (summary.json, CSV, PNG plots,
+report.md) and print its path last. Errors are one line on stderr with exit code 2; 'spillway
+COMMAND --help' for more.
 """
 
 _RUN_EPILOG = """\
@@ -337,7 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", type=Path, metavar="DIR", help="report folder (default runs/bench-<UTC time>)"
     )
     _overwrite_option(bench)
+    _overwrite_option(add_simulate_parser(sub, positive=_positive_float, seed=_seed))
     add_kafka_commands(sub)  # kafka up|down|status|topics|fetch, produce: spillway/kafka/cli.py
+    add_coordinator_command(sub)  # coordinator FED.toml: spillway/federation/command.py
     return parser
 
 
@@ -607,6 +614,10 @@ def main(argv: Sequence[str] | None = None, *, node_factory: NodeFactory | None 
             return cmd_run(args, node_factory or spark_node)
         if args.command == "experiment":
             return cmd_experiment(args)
+        if args.command == "simulate":
+            out = _out_dir(args.out, f"simulate-{_utc_stamp()}", overwrite=args.overwrite)
+            print(cmd_simulate(args, out))
+            return EXIT_OK
         if getattr(args, "handler", None) is not None:  # commands registered with a handler
             return int(args.handler(args))
         return cmd_bench(args)

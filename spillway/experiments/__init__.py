@@ -59,6 +59,20 @@ Registered:
 - ``stw-validation`` (:mod:`~spillway.experiments.stw_validation`): THEMIS §7, mean SIC of
   underloaded TOP-5 queries with a 10 s and a 100 s source time window.
 
+Simulated federations (:mod:`spillway.sim`, no Spark; shared parts in
+:mod:`~spillway.experiments._simulated`):
+
+- ``federated-fairness`` (:mod:`~spillway.experiments.federated_fairness`): THEMIS Fig. 10,
+  BALANCE-SIC vs random on 18 nodes with 1-6 fragments per query;
+- ``shedding-interval`` (:mod:`~spillway.experiments.shedding_interval`): THEMIS Fig. 9;
+- ``fragment-mix`` (:mod:`~spillway.experiments.fragment_mix`): THEMIS Fig. 11;
+- ``scalability`` (:mod:`~spillway.experiments.scalability`): THEMIS Figs. 12-13;
+- ``wan-burst`` (:mod:`~spillway.experiments.wan_burst`): THEMIS Fig. 14;
+- ``related-work`` (:mod:`~spillway.experiments.related_work`): THEMIS §7.5, the FIT LP
+  (HiGHS) and a log-utility optimum against BALANCE-SIC;
+- ``overhead`` (:mod:`~spillway.experiments.overhead`): THEMIS §7.6, decision time;
+- ``cost-quality`` (:mod:`~spillway.experiments.cost_quality`): DISSP §6.4, Fig. 6.11.
+
 Examples
 --------
 >>> sorted(EXPERIMENTS)[:2]
@@ -68,7 +82,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, overload, sic-correlation, single-node-fairness, stw-validation; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -80,10 +94,18 @@ from spillway.experiments import (
     cod_accuracy,
     cod_drift,
     cod_latency,
+    cost_quality,
+    federated_fairness,
+    fragment_mix,
+    overhead,
     overload,
+    related_work,
+    scalability,
+    shedding_interval,
     sic_correlation,
     single_node_fairness,
     stw_validation,
+    wan_burst,
 )
 
 #: Registry: experiment name → module (see the module docstring for the contract).
@@ -95,6 +117,14 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,
     "stw-validation": stw_validation,
+    "federated-fairness": federated_fairness,
+    "shedding-interval": shedding_interval,
+    "fragment-mix": fragment_mix,
+    "scalability": scalability,
+    "wan-burst": wan_burst,
+    "related-work": related_work,
+    "overhead": overhead,
+    "cost-quality": cost_quality,
 }
 
 

@@ -9,9 +9,9 @@ Workload: CoD's grouped means (``spillway run --workload grouped``: the mean far
 ``taxi`` feed and the mean CPU request per task class of the ``tasks`` feed, two sources each),
 which every policy can shed (``cod`` per group, the others per lane). Per source of tuples:
 
-- ``generated``: the node first measures its capacity (overload calibration, nothing shed) at the
-  first level; every later run streams the same queries with the rates scaled to ``level`` times
-  that measured capacity.
+- ``generated``: the capacity is measured first: a node sheds an input far above it, and its
+  rows processed per second of micro-batch time are the capacity; every run then streams the
+  same queries with the rates scaled to ``level`` times that measured capacity.
 - ``kafka``: a broker on 127.0.0.1 (its own folder), one topic per query (a partition per
   source). The capacity is measured with the broker and the producers running: a node sheds a
   topic produced at twice the generated capacity, and its rows processed per second of batch
@@ -83,6 +83,9 @@ N_SOURCES = 2
 #: The JSON values ``spillway produce`` writes for these feeds, as a schema.
 SCHEMA = "source long, seq long, key long, value double, event_time timestamp"
 
+#: Tuples/s offered to the generated capacity run: far above what a 2-core node processes.
+GENERATED_PROBE = 2_000_000.0
+
 #: The Kafka capacity run produces this many times the generated capacity (overloaded, so the
 #: node works at its capacity).
 PROBE_FACTOR = 2.0
@@ -106,7 +109,6 @@ class OverloadConfig:
     sources : names in :data:`SOURCES`.
     duration_s : streaming time of each run once the node is warm.
     warmup_s : the first seconds of that are not measured.
-    calibrate_s : the node's capacity calibration (generated source).
     trigger_s : trigger interval = shedding interval = window of both queries.
     plain_spark : also run plain Spark on the Kafka input at the first level.
     seed : seed of feeds and policies.
@@ -118,7 +120,6 @@ class OverloadConfig:
     sources: tuple[str, ...] = SOURCES
     duration_s: float = 60.0
     warmup_s: float = 10.0
-    calibrate_s: float = 30.0
     trigger_s: float = 1.0
     plain_spark: bool = True
     seed: int = 0
@@ -136,7 +137,7 @@ class OverloadConfig:
         object.__setattr__(self, "levels", tuple(float(x) for x in self.levels))
         if not self.levels or not all(math.isfinite(x) and x > 1 for x in self.levels):
             raise ConfigError(f"levels must be overloads > 1, got {self.levels!r}")
-        for name in ("duration_s", "calibrate_s", "trigger_s"):
+        for name in ("duration_s", "trigger_s"):
             check_positive(name, getattr(self, name))
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
         if self.warmup_s >= self.duration_s:
@@ -149,8 +150,7 @@ def make_config(quick: bool = False, seed: int = 0) -> OverloadConfig:
     """Every policy, 60 s per run; or quick: balance-sic and cod, 20 s per run."""
     if quick:
         return OverloadConfig(
-            policies=("balance-sic", "cod"), duration_s=20.0, warmup_s=6.0, calibrate_s=20.0,
-            seed=seed,
+            policies=("balance-sic", "cod"), duration_s=20.0, warmup_s=6.0, seed=seed,
         )  # fmt: skip
     return OverloadConfig(seed=seed)
 
@@ -162,7 +162,6 @@ def node_config(
     *,
     topics: Mapping[str, str] | None = None,
     conn: Any = None,
-    overload: float | None = None,
 ) -> NodeConfig:
     """The grouped workload with every rate times ``scale``; with ``topics``, each query reads
     its topic (``conn``'s cluster) instead of generating tuples."""
@@ -180,8 +179,7 @@ def node_config(
         queries.append(q)
     return NodeConfig(
         queries=tuple(queries), policy=policy, seed=cfg.seed, trigger_s=cfg.trigger_s,
-        stw_s=10 * cfg.trigger_s, overload=overload, calibrate_s=cfg.calibrate_s,
-        master=cfg.master,
+        stw_s=10 * cfg.trigger_s, master=cfg.master,
     )  # fmt: skip
 
 
@@ -240,25 +238,28 @@ def _capacity_of(lr: LevelRun, cfg: OverloadConfig) -> float:
 
 
 def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict[str, Any]]]:
-    """The generated-feed runs; (measured capacity, one dict per run)."""
-    runs, capacity, scale0 = [], math.nan, math.nan
-    first = cfg.levels[0]
+    """The generated-feed runs; (measured capacity, one dict per run).
+
+    The capacity is measured as on Kafka: a node sheds (balance-sic) an input far above what
+    it can process (:data:`GENERATED_PROBE` tuples/s), and its rows processed per second of
+    micro-batch time are the capacity. (The node's own overload calibration admits everything
+    while it measures, and on a loaded machine its last round's batches may never finish.)"""
+    report(f"overload: generated capacity, {GENERATED_PROBE:,.0f} tuples/s offered")
+    probe = run_level(node_config(cfg, "balance-sic", GENERATED_PROBE / base_rate()),
+                      spark=spark, duration_s=cfg.duration_s)  # fmt: skip
+    capacity = _capacity_of(probe, cfg)
+    if not (math.isfinite(capacity) and capacity > 0):
+        raise SpillwayError("the generated capacity run processed no measured batch")
+    runs = []
     for level in cfg.levels:
         for policy in cfg.policies:
-            report(f"overload: generated, {policy} at {level:g}x")
-            if math.isnan(capacity):  # the first run measures the capacity: it must succeed
-                node = node_config(cfg, policy, 1.0, overload=first)
-                lr = run_level(node, spark=spark, duration_s=cfg.duration_s)
-                capacity = float((lr.calibration or {}).get("capacity_tuples_per_s", math.nan))
-                scale0 = lr.rate_scale / first
-                stats = run_stats(lr, cfg, capacity)
-            else:
-                node = node_config(cfg, policy, scale0 * level)
-                stats = _guarded(
-                    lambda n=node, c=capacity: run_stats(
-                        run_level(n, spark=spark, duration_s=cfg.duration_s), cfg, c
-                    )
+            report(f"overload: generated, {policy} at {level:g}x of {capacity:,.0f} tuples/s")
+            node = node_config(cfg, policy, level * capacity / base_rate())
+            stats = _guarded(
+                lambda n=node, c=capacity: run_stats(
+                    run_level(n, spark=spark, duration_s=cfg.duration_s), cfg, c
                 )
+            )
             runs.append({"source": "generated", "policy": policy, "level": level, **stats})
     return capacity, runs
 
@@ -559,8 +560,9 @@ _NOTES = (
     "measured with all of them running, and a producer that cannot reach its rate lowers the "
     "overload actually run (`overload_measured`, `achieved_rate`).\n"
     "- A log's kept records are read as a few contiguous runs per partition "
-    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD reads "
-    "the keys of every waiting record on the driver to count its groups.\n"
+    "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD counts a "
+    "log lane's groups from a bounded sample on the driver, and its executors read the whole "
+    "range of a lane it decides per group.\n"
     "- Plain Spark here is Spark's own Kafka source with no `maxOffsetsPerTrigger`: every "
     "batch takes all that arrived, as a user without spillway would run it."
 )

@@ -12,6 +12,11 @@ simulator and the tests share one implementation.
   reference evaluator for small query DAGs that checks those rules end to end.
 - :mod:`~spillway.quality.query_sic`: :class:`QuerySicLedger`, every query's result SIC over
   the STW (THEMIS Eq. 4), as a query coordinator keeps it.
+- :mod:`~spillway.quality.coordination`: :class:`SicCoordinator`, the query coordinator's
+  logic for a federation (Eq. 4 exactly, node liveness, what still reaches a result), and
+  :class:`QueryLayout`, the query graphs it watches.
+- :mod:`~spillway.quality.projection`: :class:`LocalProjection`, a node's projection of its
+  queries' SIC between coordinator updates (THEMIS §6).
 - :mod:`~spillway.quality.metrics`: Jain's index, SIC spread, mean absolute relative error,
   normalised top-k distance, covariance error and Spearman's rho.
 - :mod:`~spillway.quality.concept`: CoD window concepts, drift and per-group error (import
@@ -35,6 +40,12 @@ Examples
 
 from __future__ import annotations
 
+from spillway.quality.coordination import (
+    CoordinatorConfig,
+    QueryLayout,
+    SicCoordinator,
+    SicUpdate,
+)
 from spillway.quality.metrics import (
     SicSpread,
     covariance_error,
@@ -44,6 +55,7 @@ from spillway.quality.metrics import (
     spearman_rho,
     topk_distance,
 )
+from spillway.quality.projection import LocalProjection
 from spillway.quality.propagation import (
     GroupedSic,
     filter_or_map,
@@ -68,12 +80,17 @@ from spillway.quality.sic import StwConfig, StwCounter, source_tuple_sic
 
 __all__ = [
     "Batch",
+    "CoordinatorConfig",
     "Evaluation",
     "GroupedSic",
+    "LocalProjection",
     "Operator",
     "OperatorGraph",
+    "QueryLayout",
     "QuerySicLedger",
+    "SicCoordinator",
     "SicSpread",
+    "SicUpdate",
     "Source",
     "StwConfig",
     "StwCounter",

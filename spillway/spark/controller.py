@@ -200,7 +200,7 @@ from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.quality.stw_account import SourceTimeAccount
-from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset
+from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset, select_kept_runs
 from spillway.status import IntervalRecord
 
 CLOCKS = ("wall", "logical")
@@ -213,6 +213,30 @@ DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
 
 #: The capacity reach looks at this many of a plan's latest measured batches.
 REACH_BATCHES = 20
+
+#: A log lane's groups are counted from at most this many of its waiting records, scaled to the
+#: lane (a per-group policy on a Kafka partition: fetching and parsing the whole backlog on the
+#: driver at every decision would cost more than the batch; CoD's estimates are per group).
+LOG_GROUP_SAMPLE = 20_000
+
+_SAMPLE_KEY = 0x5A3B1E
+
+
+def scaled_counts(counts: np.ndarray, total: int) -> np.ndarray:
+    """Sample counts scaled to ``total`` (largest remainders, so they sum to it exactly).
+
+    >>> scaled_counts(np.array([3, 1]), 10).tolist()
+    [8, 2]
+    >>> int(scaled_counts(np.array([1, 1, 1]), 10).sum())
+    10
+    """
+    c = np.asarray(counts, dtype=np.float64)
+    exact = c * (total / c.sum()) if c.sum() > 0 else c
+    out = np.floor(exact).astype(np.int64)
+    short = int(total - out.sum())
+    if short > 0:
+        out[np.argsort(-(exact - out), kind="stable")[:short]] += 1
+    return out
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -1122,7 +1146,7 @@ class NodeController:
                 continue
             feed = self._queries[int(self.lane_query[lane])].feed
             src = int(self.lane_source[lane])
-            idx = np.arange(a, b, dtype=np.int64)
+            idx = self._scan_index(lane, a, b)
             values = None
             if stats:
                 payload = feed.payload(src, idx)
@@ -1133,13 +1157,15 @@ class NodeController:
             if keys is not None:
                 uniq, cnt, inv = _group_counts(keys, inverse=values is not None)
             else:
-                uniq, cnt = np.zeros(1, np.int64), np.array([b - a], np.int64)
-                inv = np.zeros(b - a, np.int64)
+                uniq, cnt = np.zeros(1, np.int64), np.array([idx.size], np.int64)
+                inv = np.zeros(idx.size, np.int64)
             mean = var = np.zeros(uniq.size)
             if values is not None and inv is not None:
                 mean = np.bincount(inv, weights=values, minlength=uniq.size) / cnt
                 dev = values - mean[inv]
                 var = np.bincount(inv, weights=dev * dev, minlength=uniq.size) / cnt
+            if idx.size < b - a:  # a sample of a log's lane: its counts scaled to the lane
+                cnt = scaled_counts(cnt, b - a)
             parts.append((lane, uniq, cnt.astype(np.int64), mean, var))
         lane_arr = np.concatenate([np.full(p[1].size, p[0], np.int64) for p in parts])
         return _Units(
@@ -1400,8 +1426,11 @@ class NodeController:
                 if j in g.groups:
                     parts.append(g.groups[j])
                 elif g.end[j] > g.start[j]:
-                    keys = self._lane_keys(int(st.lanes[j]), int(g.start[j]), int(g.end[j]))
-                    u, c = np.unique(keys, return_counts=True)
+                    lane, a, b = int(st.lanes[j]), int(g.start[j]), int(g.end[j])
+                    idx = self._scan_index(lane, a, b)
+                    u, c = np.unique(self._lane_keys(lane, idx), return_counts=True)
+                    if idx.size < b - a:
+                        c = scaled_counts(c, b - a)
                     parts.append((u, c, c))
             if len(parts) == 1:
                 u, c, kp = parts[0]
@@ -1417,12 +1446,19 @@ class NodeController:
                 )
         return out
 
-    def _lane_keys(self, lane: int, lo: int, hi: int) -> np.ndarray:
+    def _lane_keys(self, lane: int, idx: np.ndarray) -> np.ndarray:
         feed = self._queries[int(self.lane_query[lane])].feed
-        return np.asarray(
-            feed.keys(int(self.lane_source[lane]), np.arange(lo, hi, dtype=np.int64)),
-            dtype=np.int64,
-        )
+        return np.asarray(feed.keys(int(self.lane_source[lane]), idx), dtype=np.int64)
+
+    def _scan_index(self, lane: int, lo: int, hi: int) -> np.ndarray:
+        """The tuples of ``[lo, hi)`` whose keys a per-group decision scans: all of them, or
+        for a log (records are fetched and parsed to be scanned) at most
+        :data:`LOG_GROUP_SAMPLE`, read as a few runs spread over the range
+        (:func:`~spillway.spark.source.select_kept_runs`)."""
+        feed = self._queries[int(self.lane_query[lane])].feed
+        if getattr(feed, "log", False) and hi - lo > LOG_GROUP_SAMPLE:
+            return select_kept_runs(lo, hi, LOG_GROUP_SAMPLE, _SAMPLE_KEY ^ lane, runs=64)
+        return np.arange(lo, hi, dtype=np.int64)
 
     # ---------------------------------------------------------------------------- measuring
 

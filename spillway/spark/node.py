@@ -412,7 +412,12 @@ class Node:
             clock=self._mode,
             capacity_tuples=cap,
         )
-        self.store = ResultStore()
+        root = self._checkpoint_root(phase)
+        # With a checkpoint directory the run's results are kept beside Spark's offset log, so
+        # a driver restarted from it still has the batches it finished (a replayed batch
+        # replaces its own rows).
+        keep = cfg.checkpoint_dir is not None and not calibrating
+        self.store = ResultStore(root / "results.csv", resume=True) if keep else ResultStore()
         clocks: list[tuple[float, float] | None] = [None] * len(cfg.queries)
         for p in plans:
             for pq in p.queries:
@@ -444,7 +449,6 @@ class Node:
         names = {p.name: f"spillway-{p.name}-{id(self):x}" for p in plans}
         self._listener = ProgressListener(controller, {v: k for k, v in names.items()})
         self.spark.streams.addListener(self._listener)
-        root = self._checkpoint_root(phase)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
         self.dead_letters = DeadLetters(

@@ -388,6 +388,8 @@ class ResultStore:
     ----------
     csv_path : optional CSV file that mirrors the store (header written once, rows appended
         per batch; rewritten whole when a replayed batch replaces its rows).
+    resume : keep what ``csv_path`` already holds (a driver restarted from its checkpoint: a
+        batch Spark runs again replaces its rows, so none is there twice); else start afresh.
 
     Examples
     --------
@@ -396,13 +398,26 @@ class ResultStore:
     (0, True)
     """
 
-    def __init__(self, csv_path: str | Path | None = None) -> None:
+    def __init__(self, csv_path: str | Path | None = None, *, resume: bool = False) -> None:
         self._lock = threading.Lock()
         self._batches: dict[tuple[str, int], pd.DataFrame] = {}
         self.csv_path = Path(csv_path) if csv_path is not None else None
         if self.csv_path is not None:
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
-            self.csv_path.unlink(missing_ok=True)
+            if resume and self.csv_path.exists() and self.csv_path.stat().st_size > 0:
+                self._load(self.csv_path)
+            else:
+                self.csv_path.unlink(missing_ok=True)
+
+    def _load(self, path: Path) -> None:
+        """The batches a previous driver stored (same columns; times back to UTC)."""
+        df = pd.read_csv(path)
+        for c in ("window_start",):
+            if c in df.columns:
+                df[c] = pd.to_datetime(df[c], utc=True, format="ISO8601")
+        df = with_key_dtype(df)
+        for (plan, batch_id), part in df.groupby(["plan", "batch_id"], sort=False):
+            self._batches[(str(plan), int(batch_id))] = part.reset_index(drop=True)
 
     def put(self, plan: str, batch_id: int, rows: pd.DataFrame) -> bool:
         """Store one batch's rows; True when new, False when they replace a replayed batch.

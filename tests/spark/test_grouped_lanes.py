@@ -338,3 +338,39 @@ def test_a_policy_needing_groups_and_stats_gets_both_per_unit(scale):
         assert bl.stats["mean"][i] == pytest.approx(v.mean())
         assert bl.stats["var"][i] == pytest.approx(v.var())
     assert off["keep"] == [100] and "groups" not in off
+
+
+class _LogFeed(ListFeed):
+    """A keyed feed that says it is a log, remembering how many keys were scanned."""
+
+    log = True
+
+    def __init__(self, **kw):
+        super().__init__(**kw)
+        self.scanned = 0
+
+    def keys(self, source, index):
+        self.scanned = max(self.scanned, len(index))
+        return super().keys(source, index)
+
+
+def test_a_logs_groups_are_counted_from_a_bounded_sample(monkeypatch):
+    import spillway.spark.controller as ctl
+
+    monkeypatch.setattr(ctl, "LOG_GROUP_SAMPLE", 500)
+    base = _keyed_feed(rates=(2000.0, 1500.0), seconds=3.0, n_keys=5)
+    feed = _LogFeed(times=base._t, values=base._v, keys=base._k)
+    pol = RecordingCoD(kind="grouped", b=0.8)
+    c = _controller(pol, [_plan(feed)], capacity=1e9)
+    off = PlanOffset.from_json(c.latest_offset("avg", c.initial_offset("avg")))
+    ((backlog, keep, _),) = pol.calls
+    assert feed.scanned == 500  # never the whole waiting range
+    for lane in range(2):
+        sel = backlog.lane_source == lane
+        est = dict(zip(backlog.lane_group[sel].tolist(), backlog.count[sel].tolist(), strict=True))
+        true = _group_counts(feed, lane, 0, off.end[lane])
+        assert sum(est.values()) == off.end[lane]  # scaled to the lane exactly
+        for g, n in true.items():  # the big groups are estimated within a few percent
+            if n > 0.1 * off.end[lane]:
+                assert est[g] == pytest.approx(n, rel=0.2)
+    assert sum(off.keep) == pytest.approx(0.2 * sum(off.end), abs=2 * backlog.n_lanes)

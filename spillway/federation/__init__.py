@@ -1,0 +1,45 @@
+"""Federation: the query coordinator as a service for nodes in separate processes (THEMIS §6).
+
+- :mod:`~spillway.federation.update`: :class:`NodeUpdate`, what one node receives (its own
+  queries' Eq. 4 values, ceilings, lost nodes, orphaned fragments);
+- :mod:`~spillway.federation.service`: :class:`CoordinatorService`, the coordinator logic of
+  :mod:`spillway.quality.coordination` behind the authenticated loopback channel;
+- :mod:`~spillway.federation.client`: :class:`CoordinatorClient`, a node's side;
+- :mod:`~spillway.federation.config`: :class:`FederationConfig`, the federation file (nodes,
+  queries, placement of their fragments) and the coordinator's settings;
+- :mod:`~spillway.federation.command`: ``spillway coordinator FED.toml``;
+- :mod:`~spillway.federation.link`: :class:`LinkWriter`, a fragment's output to the next node
+  through Kafka, each batch exactly once (a transaction per batch, replays recognised).
+
+No pyspark here: the service and the nodes' clients run in any process; the channel module
+they share (:mod:`spillway.spark.channel`) is standard library only, and the link uses
+:mod:`spillway.kafka`'s client helpers.
+
+Examples
+--------
+>>> from spillway.federation import CoordinatorClient, CoordinatorService, NodeUpdate
+>>> NodeUpdate.__name__
+'NodeUpdate'
+"""
+
+from __future__ import annotations
+
+from spillway.federation.client import CoordinatorClient, parse_update
+from spillway.federation.config import FederationConfig, load_federation
+from spillway.federation.link import LinkWriter, read_link
+from spillway.federation.service import CoordinatorService, update_payload
+from spillway.federation.update import NodeUpdate, node_queries, node_update
+
+__all__ = [
+    "CoordinatorClient",
+    "CoordinatorService",
+    "FederationConfig",
+    "LinkWriter",
+    "NodeUpdate",
+    "node_queries",
+    "load_federation",
+    "node_update",
+    "parse_update",
+    "read_link",
+    "update_payload",
+]

@@ -1,0 +1,329 @@
+"""A federation file: nodes, queries and where each query's fragments run (fed.toml).
+
+THEMIS's queries are split into fragments placed on different nodes (§3, §7); a fragment reads
+its own sources and sends its output to a consumer fragment of the same query, the one without
+a consumer producing the query's result. The file names them::
+
+    [coordinator]          # THEMIS §7: STW 10 s sliding every 250 ms (the shedding interval)
+    stw_s = 10.0
+    slide_s = 0.25
+    timeout_s = 1.0        # a node silent this long is lost
+
+    [[nodes]]
+    name = "a"
+
+    [[queries]]
+    name = "avg"
+    fragments = [
+      { name = "leaf", node = "a", sources = 10, to = ["root"] },
+      { name = "root", node = "b", sources = 10 },
+    ]
+
+:meth:`FederationConfig.layout` turns it into the
+:class:`~spillway.quality.coordination.QueryLayout` the coordinator runs on (nodes and queries
+numbered in file order). A replicated output (``to`` naming several consumers) gives each
+``1/k`` of the SIC (DISSP Assumption 9).
+
+Examples
+--------
+>>> cfg = FederationConfig.from_dict({
+...     "nodes": [{"name": "a"}, {"name": "b"}],
+...     "queries": [{"name": "avg", "fragments": [
+...         {"name": "leaf", "node": "a", "sources": 10, "to": ["root"]},
+...         {"name": "root", "node": "b", "sources": 10}]}]})
+>>> layout = cfg.layout()
+>>> layout.fragment_node.tolist(), layout.edge_from.tolist(), layout.edge_to.tolist()
+([0, 1], [0], [1])
+>>> FederationConfig.from_dict(cfg.to_dict()) == cfg
+True
+>>> FederationConfig.from_dict({"nodes": [{"name": "a"}], "queries": [{"name": "q",
+...     "fragments": [{"name": "f", "node": "z", "sources": 1}]}]})
+Traceback (most recent call last):
+...
+spillway.errors.ConfigError: queries[0].fragments[0].node must name a node of [[nodes]] (a), got 'z'
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spillway.errors import ConfigError, InputDataError
+from spillway.quality.coordination import CoordinatorConfig, QueryLayout
+from spillway.quality.sic import StwConfig
+
+
+def _name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a non-empty text, got {value!r}")
+    return value
+
+
+def _unknown(where: str, data: Mapping[str, Any], cls: type) -> None:
+    known = {f.name for f in fields(cls)}
+    extra = sorted(set(data) - known)
+    if extra:
+        raise ConfigError(f"{where} has unknown keys {extra}; known: {sorted(known)}")
+
+
+def _table(value: Any, where: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where} must be a table, got {value!r}")
+    return value
+
+
+def _tables(value: Any, where: str) -> list[Mapping[str, Any]]:
+    if not isinstance(value, list) or not value:
+        raise ConfigError(f"{where} must be a non-empty list of tables, got {value!r}")
+    return [_table(v, f"{where}[{i}]") for i, v in enumerate(value)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class FragmentEntry:
+    """One fragment: its name within the query, its node, its sources, its consumers."""
+
+    name: str
+    node: str
+    sources: int
+    to: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        _name(self.name, "fragment name")
+        _name(self.node, f"fragment {self.name!r} node")
+        s = self.sources
+        if isinstance(s, bool) or not isinstance(s, int) or s < 0:
+            raise ConfigError(
+                f"fragment {self.name!r} sources must be an int >= 0 (the sources it reads; 0 "
+                f"for a fragment fed only by others), got {s!r}"
+            )
+        if isinstance(self.to, str) or not all(isinstance(t, str) for t in self.to):
+            raise ConfigError(
+                f"fragment {self.name!r} to must be a list of fragment names, got {self.to!r}"
+            )
+        object.__setattr__(self, "to", tuple(self.to))
+
+
+@dataclass(frozen=True, kw_only=True)
+class QueryEntry:
+    """One query and its fragments (names unique within it)."""
+
+    name: str
+    fragments: tuple[FragmentEntry, ...]
+
+    def __post_init__(self) -> None:
+        _name(self.name, "query name")
+        names = [f.name for f in self.fragments]
+        if not names:
+            raise ConfigError(f"query {self.name!r} needs at least one fragment")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise ConfigError(f"query {self.name!r} names fragments {dup} more than once")
+        for f in self.fragments:
+            bad = [t for t in f.to if t not in names]
+            if bad:
+                raise ConfigError(
+                    f"query {self.name!r} fragment {f.name!r} sends to {bad}, which are not "
+                    f"fragments of the query ({', '.join(names)})"
+                )
+
+
+@dataclass(frozen=True, kw_only=True)
+class FederationConfig:
+    """Nodes, queries with their fragments' placement, and the coordinator's settings.
+
+    Parameters
+    ----------
+    nodes : tuple of str
+        Node names, numbered in this order.
+    queries : tuple of QueryEntry
+        Numbered in this order; fragments in file order within each query.
+    stw_s, slide_s : float
+        The source time window of Eq. 4 and its slide (THEMIS: 10 s and 250 ms).
+    timeout_s : float
+        A node not heard from this long is lost.
+
+    Raises
+    ------
+    ConfigError
+        Duplicate names, a fragment on an unknown node, a bad coordinator setting, or what
+        :class:`~spillway.quality.coordination.QueryLayout` refuses (a cycle, a query without
+        sources).
+    """
+
+    nodes: tuple[str, ...]
+    queries: tuple[QueryEntry, ...]
+    stw_s: float = 10.0
+    slide_s: float = 0.25
+    timeout_s: float = 1.0
+    _layout: QueryLayout = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        nodes = tuple(_name(n, f"nodes[{i}].name") for i, n in enumerate(self.nodes))
+        if not nodes:
+            raise ConfigError("nodes must list at least one node")
+        dup = sorted({n for n in nodes if nodes.count(n) > 1})
+        if dup:
+            raise ConfigError(f"node names must be unique, got {dup} more than once")
+        qnames = [q.name for q in self.queries]
+        dupq = sorted({n for n in qnames if qnames.count(n) > 1})
+        if not qnames or dupq:
+            raise ConfigError(f"queries must list uniquely named queries, got {qnames}")
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "queries", tuple(self.queries))
+        for qi, q in enumerate(self.queries):
+            for fi, f in enumerate(q.fragments):
+                if f.node not in nodes:
+                    raise ConfigError(
+                        f"queries[{qi}].fragments[{fi}].node must name a node of [[nodes]] "
+                        f"({', '.join(nodes)}), got {f.node!r}"
+                    )
+        self.coordinator()  # validates stw_s, slide_s, timeout_s
+        object.__setattr__(self, "_layout", self._build_layout())
+
+    def coordinator(self) -> CoordinatorConfig:
+        """The :class:`CoordinatorConfig` of the file's ``[coordinator]`` table."""
+        for name in ("stw_s", "slide_s", "timeout_s"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+                raise ConfigError(f"coordinator {name} must be a number of seconds, got {v!r}")
+        return CoordinatorConfig(
+            stw=StwConfig(stw_s=float(self.stw_s), slide_s=float(self.slide_s)),
+            timeout_s=float(self.timeout_s),
+        )
+
+    def _build_layout(self) -> QueryLayout:
+        node_ix = {n: i for i, n in enumerate(self.nodes)}
+        fq: list[int] = []
+        fn: list[int] = []
+        fs: list[int] = []
+        ef: list[int] = []
+        et: list[int] = []
+        for qi, q in enumerate(self.queries):
+            base = len(fq)
+            local = {f.name: base + i for i, f in enumerate(q.fragments)}
+            for f in q.fragments:
+                fq.append(qi)
+                fn.append(node_ix[f.node])
+                fs.append(f.sources)
+                for t in f.to:
+                    ef.append(local[f.name])
+                    et.append(local[t])
+        return QueryLayout(
+            fragment_query=np.array(fq, dtype=np.int64),
+            fragment_node=np.array(fn, dtype=np.int64),
+            fragment_sources=np.array(fs, dtype=np.int64),
+            edge_from=np.array(ef, dtype=np.int64),
+            edge_to=np.array(et, dtype=np.int64),
+            n_nodes=len(self.nodes),
+        )
+
+    def layout(self) -> QueryLayout:
+        """The deployed query graphs as the coordinator sees them (nodes, queries numbered in
+        file order)."""
+        return self._layout
+
+    def node_index(self, name: str) -> int:
+        """The number of node ``name``.
+
+        Raises
+        ------
+        ConfigError
+            No such node.
+        """
+        if name not in self.nodes:
+            raise ConfigError(f"node must be one of {', '.join(self.nodes)}, got {name!r}")
+        return self.nodes.index(name)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> FederationConfig:
+        """Build from the parsed TOML (``[coordinator]``, ``[[nodes]]``, ``[[queries]]``)."""
+        data = _table(data, "the federation file")
+        extra = sorted(set(data) - {"coordinator", "nodes", "queries"})
+        if extra:
+            raise ConfigError(
+                f"the federation file has unknown tables {extra}; known: coordinator, nodes, "
+                "queries"
+            )
+        coord = dict(_table(data.get("coordinator", {}), "[coordinator]"))
+        bad = sorted(set(coord) - {"stw_s", "slide_s", "timeout_s"})
+        if bad:
+            raise ConfigError(
+                f"[coordinator] has unknown keys {bad}; known: slide_s, stw_s, timeout_s"
+            )
+        nodes = []
+        for i, n in enumerate(_tables(data.get("nodes"), "nodes")):
+            if set(n) != {"name"}:
+                raise ConfigError(f"nodes[{i}] must have exactly the key 'name', got {sorted(n)}")
+            nodes.append(n["name"])
+        queries = []
+        for qi, q in enumerate(_tables(data.get("queries"), "queries")):
+            _unknown(f"queries[{qi}]", q, QueryEntry)
+            frags = []
+            for fi, f in enumerate(_tables(q.get("fragments"), f"queries[{qi}].fragments")):
+                where = f"queries[{qi}].fragments[{fi}]"
+                _unknown(where, f, FragmentEntry)
+                to = f.get("to", [])
+                if not isinstance(to, list):
+                    raise ConfigError(f"{where}.to must be a list of fragment names, got {to!r}")
+                frags.append(
+                    FragmentEntry(
+                        name=f.get("name"),  # type: ignore[arg-type]  # checked in the entry
+                        node=f.get("node"),  # type: ignore[arg-type]
+                        sources=f.get("sources"),  # type: ignore[arg-type]
+                        to=tuple(to),
+                    )
+                )
+            queries.append(QueryEntry(name=q.get("name"), fragments=tuple(frags)))  # type: ignore[arg-type]
+        return cls(nodes=tuple(nodes), queries=tuple(queries), **coord)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML tables as a dict (:meth:`from_dict` round-trips it)."""
+        return {
+            "coordinator": {
+                "stw_s": self.stw_s,
+                "slide_s": self.slide_s,
+                "timeout_s": self.timeout_s,
+            },
+            "nodes": [{"name": n} for n in self.nodes],
+            "queries": [
+                {
+                    "name": q.name,
+                    "fragments": [
+                        {"name": f.name, "node": f.node, "sources": f.sources, "to": list(f.to)}
+                        for f in q.fragments
+                    ],
+                }
+                for q in self.queries
+            ],
+        }
+
+
+def load_federation(path: str | Path) -> FederationConfig:
+    """Read a federation file.
+
+    Raises
+    ------
+    InputDataError
+        The file cannot be read or is not valid TOML.
+    ConfigError
+        A value breaks a rule (the message names it).
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputDataError(f"cannot read federation file {str(p)!r}: {e.strerror or e}") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputDataError(f"federation file {str(p)!r} is not valid TOML: {e}") from None
+    return FederationConfig.from_dict(data)
+
+
+__all__ = ["FederationConfig", "FragmentEntry", "QueryEntry", "load_federation"]
