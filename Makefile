@@ -5,9 +5,11 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 ARGS   ?=
 
-.PHONY: run test lint typecheck unit bench clean java setup properties kafka-jars
+.PHONY: run test lint typecheck unit bench clean java setup properties browser readme kafka-jars
 
-setup: $(STAMP) java kafka-jars
+UI_STAMP := spillway/ui/static/vendor/.bundled
+
+setup: $(STAMP) java kafka-jars $(UI_STAMP)
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) scripts/check_python.py
@@ -18,6 +20,15 @@ $(STAMP): pyproject.toml
 
 java:
 	@sh scripts/check_java.sh
+
+# The dashboard's chart library, bundled from web/package-lock.json (never fetched at run time).
+$(UI_STAMP): web/package.json web/package-lock.json scripts/bundle_ui.sh
+	@sh scripts/bundle_ui.sh
+	@touch $@
+
+# Debian's Chromium for the dashboard's browser test (installed with apt-get when missing).
+browser:
+	@sh scripts/check_browser.sh
 
 # The pinned Kafka broker and Spark Kafka-connector jars, from Maven Central into
 # ~/.cache/spillway (outside the repo); a no-op once there. See spillway/kafka/jars.py.
@@ -34,7 +45,7 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(BIN)/mypy
 
-unit: setup
+unit: setup browser
 	$(BIN)/python -m pytest -q -m "not slow" --timeout=900
 
 test: lint typecheck unit
@@ -46,8 +57,14 @@ properties: setup
 	SPILLWAY_PROPERTY_CONFIGS=32 SPILLWAY_PROPERTY_OUT=runs/properties \
 		$(BIN)/python -m pytest -q tests/properties --timeout=3600
 
+# The README's and examples' runs, shortened, the example node as shipped among them (a few
+# minutes; make test runs the quick commands).
+readme: setup
+	$(BIN)/python -m pytest -q -m readme tests/cli/test_readme_commands.py --timeout=3600
+
 bench: setup
 	$(BIN)/spillway bench --quick --out runs/bench
 
 clean:
-	rm -rf $(VENV) runs spark-warehouse .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) runs spark-warehouse .pytest_cache .mypy_cache .ruff_cache web/node_modules \
+		spillway/ui/static/vendor

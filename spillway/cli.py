@@ -11,6 +11,9 @@ report folder says what ran and where it failed); 130 Ctrl-C (the node stops and
 what ran is written, also during the capacity measurement). A report folder that is not empty
 is refused unless ``--overwrite`` is given. Long commands print progress lines on standard
 error (:mod:`spillway.progress`); standard output carries the live view and the report path.
+``spillway run --ui`` and ``--metrics-port`` also show the run on a web dashboard and as
+Prometheus metrics, and Spark's console output goes to the report folder's ``spark.log``
+(:mod:`spillway.watch`).
 
 This module parses the command line and dispatches; the default node's queries live in
 :mod:`spillway.workloads`, the benchmarks in :mod:`spillway.bench.command`, the experiments in
@@ -49,12 +52,12 @@ from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
 from spillway.federation.command import add_coordinator_command
 from spillway.kafka.cli import add_kafka_commands
-from spillway.live import LiveWriter
 from spillway.progress import to_stream
 from spillway.run_exact import DEFAULT_BUDGET_ROWS
 from spillway.sim.command import add_parser as add_simulate_parser
 from spillway.sim.command import cmd_simulate
 from spillway.status import IntervalRecord, NodeSnapshot
+from spillway.watch import LOOPBACK, RunWatch, WatchOptions
 from spillway.workloads import (
     DEFAULT_MASTER,
     DEFAULT_OVERLOAD,
@@ -67,8 +70,11 @@ from spillway.workloads import (
 EXIT_OK, EXIT_FAILED, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 DEFAULT_DURATION_S = 120.0
-#: Spark's log level during ``spillway run``: warnings would garble the live view.
-RUN_LOG_LEVEL = "ERROR"
+#: Spark's log level during ``spillway run``: its warnings go to ``spark.log`` in the report
+#: folder, only errors to the terminal (:mod:`spillway.sparklog`).
+RUN_LOG_LEVEL = "WARN"
+#: The file in the report folder that holds Spark's whole console output.
+SPARK_LOG = "spark.log"
 TICK_S = 1.0
 
 
@@ -162,6 +168,16 @@ def _seed(text: str) -> int:
     return x
 
 
+def _port(text: str) -> int:
+    try:
+        x = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= x <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port number in [0, 65535], got {text!r}")
+    return x
+
+
 def _utc_stamp() -> str:
     return datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
 
@@ -195,11 +211,16 @@ examples:
   spillway run --config my_node.toml --overload 5     # a config file, overload overridden
   spillway run --no-live > run.log                    # plain periodic lines for logs
   spillway run --no-exact                             # skip the after-run exact answers
+  spillway run --ui --metrics-port 9464
+      a live web dashboard on 127.0.0.1 (its URL is printed) and Prometheus metrics at
+      http://127.0.0.1:9464/metrics (docs/grafana/spillway.json is a Grafana dashboard)
 
 The live view shows, per query: arrival rate, kept share, result SIC and p95 latency against
 its target (MISS when missed); for the node: estimated capacity, processed rate, utilisation,
-Jain's index. Options given on the command line override the config file. Ctrl-C stops the
-node early and still writes the report of what ran.
+Jain's index; while the node measures its capacity, that measurement. Spark's start-up noise
+and warnings go to spark.log in the report folder (--verbose shows them). Options given on the
+command line override the config file. Ctrl-C stops the node early and still writes the report
+of what ran.
 
 After the run (once the streaming queries have stopped, so it never takes the node's cores
 while it streams) the node recomputes every window with nothing shed and reports, per query,
@@ -307,6 +328,40 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="tuples the after-run exact job re-reads at most (default "
         f"{DEFAULT_BUDGET_ROWS:,.0f}); a longer run's input is sampled in evenly spaced spans",
+    )
+    run.add_argument(
+        "--ui",
+        action="store_true",
+        help="serve a live web dashboard (on 127.0.0.1; the URL is printed)",
+    )
+    run.add_argument(
+        "--ui-port",
+        type=_port,
+        metavar="PORT",
+        help="the dashboard's port (implies --ui; default 0: a free port)",
+    )
+    run.add_argument(
+        "--ui-host",
+        metavar="ADDR",
+        help="serve the dashboard on this address instead of 127.0.0.1 (implies --ui; the "
+        "dashboard has no login: anyone who can reach ADDR sees the run)",
+    )
+    run.add_argument(
+        "--metrics-port",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics at http://127.0.0.1:PORT/metrics (0: a free port)",
+    )
+    run.add_argument(
+        "--metrics-host",
+        metavar="ADDR",
+        help="serve the metrics on this address instead of 127.0.0.1",
+    )
+    run.add_argument(
+        "--verbose",
+        action="store_true",
+        help="show all of Spark's console output (by default its start-up noise and warnings "
+        "go only to spark.log in the report folder; errors are always shown)",
     )
 
     exp = sub.add_parser(
@@ -484,19 +539,55 @@ def _what_ran(node: RunnableNode) -> tuple[list[IntervalRecord], NodeSnapshot, A
         )
 
 
+def watch_options(args: argparse.Namespace, out: Path) -> WatchOptions:
+    """How ``spillway run`` shows its node (:mod:`spillway.watch`), from its options."""
+    ui = bool(args.ui or args.ui_port is not None or args.ui_host is not None)
+    return WatchOptions(
+        live=False if args.no_live else None,
+        ui=ui,
+        ui_host=args.ui_host or LOOPBACK,
+        ui_port=args.ui_port or 0,
+        metrics_port=args.metrics_port,
+        metrics_host=args.metrics_host or LOOPBACK,
+        spark_log=out / SPARK_LOG,
+        verbose=args.verbose,
+    )
+
+
 def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
     """``spillway run``: start the node, show it, stop it, write the report, print its path.
 
     Returns :data:`EXIT_OK`, :data:`EXIT_INTERRUPTED` (Ctrl-C) or :data:`EXIT_FAILED` (the run
-    failed: the report says where); configuration errors raise before anything starts.
+    failed: the report says where); configuration errors (a busy port too) raise before
+    anything starts.
     """
+    cfg = node_config_from_args(args)
+    out = _out_dir(args.out, f"run-{_utc_stamp()}", overwrite=args.overwrite)
+    watch = RunWatch(cfg, watch_options(args, out), duration_s=args.duration)
+    try:
+        watch.__enter__()
+    except SpillwayError:
+        _remove_if_empty(out)
+        raise
+    try:
+        return _run_watched(args, cfg, out, watch, node_factory)
+    finally:
+        watch.__exit__(None, None, None)
+
+
+def _run_watched(
+    args: argparse.Namespace,
+    cfg: NodeConfig,
+    out: Path,
+    watch: RunWatch,
+    node_factory: NodeFactory,
+) -> int:
     from spillway.run_exact import ExactOutcome, ExactStep
     from spillway.run_report import write_run_report
 
-    cfg = node_config_from_args(args)
-    out = _out_dir(args.out, f"run-{_utc_stamp()}", overwrite=args.overwrite)
-    view = LiveWriter(sys.stdout, duration_s=args.duration, live=False if args.no_live else None)
-    view.note(_banner(cfg, args.duration))
+    watch.note(_banner(cfg, args.duration))
+    for line in watch.addresses():
+        watch.note(line)
     interrupted = False
     failed: RunFailedError | None = None
     step = None if args.no_exact else ExactStep(budget_rows=args.exact_rows)
@@ -505,12 +596,12 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
     except SpillwayError:
         _remove_if_empty(out)
         raise
+    watch.attach(node)
     try:
-        with to_stream(sys.stderr):
-            node.run(args.duration, on_tick=view.update, tick_s=TICK_S, before_stop=step)
+        node.run(args.duration, on_tick=watch.tick, tick_s=TICK_S, before_stop=step)
     except KeyboardInterrupt:
         interrupted = True
-        view.note("spillway: interrupted, stopping the node and writing the report of what ran")
+        watch.note("spillway: interrupted, stopping the node and writing the report of what ran")
         _stop_quietly(node)
     except RunFailedError as e:
         failed = e
@@ -531,6 +622,8 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
     failure = getattr(node, "failure", None)
     if failed is not None and failure is None:
         failure = {"plan": None, "phase": "start", "after_batch": None, "error": str(failed)}
+    error = " ".join(str(failed).split()) if failed is not None else None
+    watch.finished(snapshot if history else None, error=error)
     report = write_run_report(
         out,
         config=cfg,
@@ -546,9 +639,10 @@ def cmd_run(args: argparse.Namespace, node_factory: NodeFactory) -> int:
         dead_letters=_dead_letter_counts(node),
         log_lag=_log_lag(node),
     )
+    watch.finished(snapshot if history else None, report=str(report), error=error)
     print(report)
     if failed is not None:
-        print("spillway: error: " + " ".join(str(failed).split()), file=sys.stderr)
+        print("spillway: error: " + str(error), file=sys.stderr)
         return EXIT_FAILED
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 

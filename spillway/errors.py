@@ -53,3 +53,8 @@ class RunFailedError(SpillwayError):
     """A run started but failed: a streaming query died, Spark could not start, a Python worker
     crashed. The CLI reports it in one line, writes the report of what ran (saying where it
     failed) and exits with code 1."""
+
+
+class MissingAssetError(SpillwayError):
+    """A file the set-up installs is missing (the dashboard's chart library, bundled by
+    ``make setup``); the message names the file and the command that installs it."""

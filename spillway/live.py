@@ -9,7 +9,9 @@ output is a terminal, and falls back to one plain line every few seconds otherwi
 
 Examples
 --------
->>> from spillway.status import NodeSnapshot, QueryStatus
+>>> from collections.abc import Sequence
+
+from spillway.status import CalibrationProgress, NodeSnapshot, QueryStatus
 >>> q = QueryStatus(name="avg-gaussian", kind="avg", arrival_rate=1200.0, kept_fraction=0.25,
 ...                 sic=0.25, latency_p95_s=1.5, latency_target_s=4.0, rows_in=4, rows_kept=1)
 >>> snap = NodeSnapshot(t=30.0, capacity_tuples_per_s=400.0, processed_tuples_per_s=300.0,
@@ -29,15 +31,17 @@ from __future__ import annotations
 import math
 import shutil
 import sys
+from collections.abc import Sequence
 from typing import TextIO
 
-from spillway.status import NodeSnapshot, QueryStatus
+from spillway.status import CalibrationProgress, NodeSnapshot, QueryStatus
 
 #: ANSI: move the cursor to the start of the line ``n`` lines up, and clear to the end of screen.
 _UP = "\x1b[{n}F"
 _CLEAR_DOWN = "\x1b[J"
 
 _HEADER_LINES = 4  # title, node line(s), column header
+_CALIBRATION_LINES = 6  # progress lines under the calibration view
 _MIN_NAME = 6
 
 
@@ -143,6 +147,30 @@ def render(
     return "\n".join(line[:width].rstrip() for line in lines)
 
 
+def render_calibration(progress: CalibrationProgress, width: int = 100) -> str:
+    """The capacity measurement under way as text (the live view before the run starts).
+
+    >>> from spillway.status import CalibrationProgress
+    >>> p = CalibrationProgress(round=2, elapsed_s=14.0, min_s=20.0, arrival_rate=32000.0,
+    ...                         batches=6, largest_batch=61000, best_tuples_per_s=98000.0,
+    ...                         capacity_tuples_per_s=4975.0, rounds=((3200.0, 4975.0),))
+    >>> print(render_calibration(p))
+    spillway  measuring capacity: round 2 (of at most 5)  elapsed 14 s  [##############------]
+    round 2: 32.0k t/s arriving, 6 batches, largest 61.0k rows, best 98.0k t/s of batch time
+    round 1: 3,200 t/s arriving: capacity 4,975 t/s
+    """
+    p = progress
+    lines = [
+        f"spillway  measuring capacity: round {p.round} (of at most {p.max_rounds})  "
+        f"elapsed {p.elapsed_s:.0f} s  {_bar(p.done)}",
+        f"round {p.round}: {_num(p.arrival_rate)} t/s arriving, {p.batches} batches, largest "
+        f"{_num(float(p.largest_batch))} rows, best {_num(p.best_tuples_per_s)} t/s of batch time",
+    ]
+    for i, (rate, cap) in reversed(list(enumerate(p.rounds, start=1))):
+        lines.append(f"round {i}: {_num(rate)} t/s arriving: capacity {_num(cap)} t/s")
+    return "\n".join(line[: max(int(width), 20)].rstrip() for line in lines)
+
+
 def plain_line(snapshot: NodeSnapshot, *, duration_s: float | None = None) -> str:
     """One log line summarising ``snapshot`` (the view when the output is not a terminal).
 
@@ -198,22 +226,44 @@ class LiveWriter:
         self.every_s = every_s
         self._drawn = 0  # lines of the block currently on screen
         self._last_plain: float | None = None
+        self._last_cal: float | None = None
 
     def update(self, snapshot: NodeSnapshot) -> None:
         """Show ``snapshot`` (pass this method as the node's ``on_tick``)."""
         if self.live:
             size = shutil.get_terminal_size()
             rows = max(size.lines - _HEADER_LINES - 3, 1)  # 2 summary lines + the prompt
-            text = render(snapshot, size.columns - 1, duration_s=self.duration_s, max_rows=rows)
-            prefix = _UP.format(n=self._drawn) if self._drawn else ""
-            self.stream.write(prefix + _CLEAR_DOWN + text + "\n")
-            self._drawn = text.count("\n") + 1
+            self._draw(
+                render(snapshot, size.columns - 1, duration_s=self.duration_s, max_rows=rows)
+            )
         else:
             if self._last_plain is not None and snapshot.t - self._last_plain < self.every_s:
                 return
             self._last_plain = snapshot.t
             self.stream.write(plain_line(snapshot, duration_s=self.duration_s) + "\n")
         self.stream.flush()
+
+    def calibrating(self, progress: CalibrationProgress, lines: Sequence[str] = ()) -> None:
+        """Show the capacity measurement under way (in place on a terminal, where ``lines``,
+        the latest progress lines, appear under it; a plain line every ``every_s`` seconds
+        otherwise)."""
+        if self.live:
+            width = shutil.get_terminal_size().columns - 1
+            text = render_calibration(progress, width)
+            tail = [ln[:width] for ln in list(lines)[-_CALIBRATION_LINES:]]
+            self._draw("\n".join([text, *tail]))
+        else:
+            t = progress.elapsed_s
+            if self._last_cal is not None and t - self._last_cal < self.every_s:
+                return
+            self._last_cal = t
+            self.stream.write(render_calibration(progress, 200).splitlines()[0] + "\n")
+        self.stream.flush()
+
+    def _draw(self, text: str) -> None:
+        prefix = _UP.format(n=self._drawn) if self._drawn else ""
+        self.stream.write(prefix + _CLEAR_DOWN + text + "\n")
+        self._drawn = text.count("\n") + 1
 
     def note(self, message: str) -> None:
         """Print a message below the view (the next redraw starts under it)."""

@@ -36,22 +36,43 @@ def report(message: str) -> None:
 
 
 class _Handler(logging.Handler):
-    def __init__(self, stream: TextIO, clock: Callable[[], float]) -> None:
+    def __init__(self, emit: Callable[[str], None], clock: Callable[[], float]) -> None:
         super().__init__(logging.INFO)
-        self.stream = stream
+        self._emit = emit
         self.clock = clock
         self.start = clock()
 
     def emit(self, record: logging.LogRecord) -> None:
         elapsed = self.clock() - self.start
-        self.stream.write(f"spillway: [{elapsed:.0f}s] {record.getMessage()}\n")
-        self.stream.flush()
+        self._emit(f"spillway: [{elapsed:.0f}s] {record.getMessage()}")
 
 
 @contextlib.contextmanager
 def to_stream(stream: TextIO, clock: Callable[[], float] = time.monotonic) -> Iterator[None]:
     """Print progress lines to ``stream`` while the block runs."""
-    handler = _Handler(stream, clock)
+
+    def write(line: str) -> None:
+        stream.write(line + "\n")
+        stream.flush()
+
+    with to_callback(write, clock):
+        yield
+
+
+@contextlib.contextmanager
+def to_callback(
+    callback: Callable[[str], None], clock: Callable[[], float] = time.monotonic
+) -> Iterator[None]:
+    """Pass each progress line (formatted as :func:`to_stream` prints it) to ``callback``
+    while the block runs (the live views show them).
+
+    >>> seen = []
+    >>> with to_callback(seen.append, clock=iter([0.0, 3.0]).__next__):
+    ...     report("round 1")
+    >>> seen
+    ['spillway: [3s] round 1']
+    """
+    handler = _Handler(callback, clock)
     LOGGER.addHandler(handler)
     try:
         yield

@@ -366,6 +366,8 @@ def compute_exact(node: Any, *, budget_rows: float = DEFAULT_BUDGET_ROWS) -> Exa
     if not np.isfinite(processed).any():
         return ExactOutcome.skipped("no micro-batch finished: nothing to compare")
     until = float(np.max(processed[np.isfinite(processed)]))
+    if until <= 0:
+        return ExactOutcome.skipped("no source time was processed: nothing to compare")
     arrived = sum(r.arrived_tuples for r in node.history())
     unit = math.lcm(*(max(1, round(q.window_s * 1000)) for q in node.config.queries)) / 1000
     spans = sample_spans(until, arrived / until, budget_rows=budget_rows, unit_s=unit)

@@ -120,3 +120,41 @@ class IntervalRecord:
         """Per query, groups with tuples decided of which nothing was kept (empty when the
         decision did not look at groups)."""
         return {q: n - self.query_groups_kept.get(q, 0) for q, n in self.query_groups.items()}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CalibrationProgress:
+    """The node's capacity measurement while it runs (``spillway.spark.node``, "Overload
+    calibration"): the round under way and the rounds finished.
+
+    ``round`` counts from 1 (at most ``max_rounds``); ``elapsed_s`` runs from the first
+    calibration event, ``min_s`` is the configured ``calibrate_s``. For the round under way:
+    ``arrival_rate`` (tuples/s decided over its feed time), its measured ``batches``, the
+    ``largest_batch`` in rows and ``best_tuples_per_s``, the best rows per second of batch
+    time of a batch after the warm-up ones: the bound a round's capacity cannot exceed.
+    ``capacity_tuples_per_s`` is the last finished round's capacity (NaN before the first);
+    ``rounds`` holds ``(arrival rate, capacity)`` of every finished round, in tuples/s.
+
+    >>> p = CalibrationProgress(round=2, elapsed_s=14.0, min_s=20.0, batches=3,
+    ...                         capacity_tuples_per_s=24000.0)
+    >>> round(p.done, 2)
+    0.7
+    """
+
+    round: int
+    elapsed_s: float
+    min_s: float
+    max_rounds: int = 5
+    arrival_rate: float = math.nan
+    batches: int = 0
+    largest_batch: int = 0
+    best_tuples_per_s: float = math.nan
+    capacity_tuples_per_s: float = math.nan
+    rounds: tuple[tuple[float, float], ...] = ()
+
+    @property
+    def done(self) -> float:
+        """Share of the planned minimum time elapsed, in [0, 1] (a round may run longer)."""
+        if not self.min_s > 0:
+            return 1.0
+        return min(max(self.elapsed_s / self.min_s, 0.0), 1.0)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -141,8 +142,10 @@ def test_compute_exact_needs_a_node_that_ran_and_the_step_reports_why():
 def test_a_run_reports_error_beside_window_sic_for_every_query(spark, tmp_path):
     from spillway.spark.node import Node
 
-    # 150 t/s per query, then 4x from t = 4 s against a fixed 500 t/s: unshed, then shed.
-    step_profile = {"times": [4.0], "factors": [4.0]}
+    # 150 t/s per query, then 40x from t = 4 s against a fixed 5,000 t/s: unshed, then shed
+    # (a batch holds 2,000 tuples, so a slow first batch's backlog of several seconds is
+    # still not shed).
+    step_profile = {"times": [4.0], "factors": [40.0]}
     queries = tuple(
         QuerySpec(name=k, kind=k, feed="uniform", rate=150.0, profile="step",
                   profile_options=step_profile)
@@ -150,7 +153,7 @@ def test_a_run_reports_error_beside_window_sic_for_every_query(spark, tmp_path):
     )  # fmt: skip
     cfg = NodeConfig(queries=queries, trigger_s=0.5, stw_s=2.0, seed=1,
                      policy="random", checkpoint_dir=str(tmp_path))  # fmt: skip
-    node = Node(cfg, spark=spark, capacity_tuples_per_s=500.0, keep_source_mass=True)
+    node = Node(cfg, spark=spark, capacity_tuples_per_s=5000.0, keep_source_mass=True)
     step = ExactStep()
     node.run(9.0, before_stop=step)
     out = step.outcome
@@ -164,3 +167,14 @@ def test_a_run_reports_error_beside_window_sic_for_every_query(spark, tmp_path):
     assert len(late) and (late["sic_window"] < 0.6).all() and (late["error"] > 0.2).all()
     per = query_errors(w, {"count": "count", "avg": "avg"})
     assert per["count"]["spearman_sic_error"] < -0.7
+
+
+@pytest.mark.parametrize(
+    ("processed", "why"),
+    [([-math.inf, -math.inf], "no micro-batch finished"), ([0.0, -math.inf], "no source time")],
+)
+def test_a_node_that_processed_nothing_skips_the_exact_job_with_its_reason(processed, why):
+    account = SimpleNamespace(processed=np.array(processed))
+    node = SimpleNamespace(coordinator=SimpleNamespace(epoch_s=0.0, account=account))
+    out = compute_exact(node)
+    assert not out.computed and why in out.as_dict()["reason"]

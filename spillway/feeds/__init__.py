@@ -94,6 +94,7 @@ FEEDS: dict[str, type[Feed]] = {
 #: name -> "module:class".
 LOG_FEEDS: dict[str, str] = {
     "kafka": "spillway.kafka.feed:KafkaFeed",
+    "folder": "spillway.feeds.folder:FolderFeed",
 }
 
 _FIXED = tuple(FeedSettings.__annotations__)  # the shared settings, left out of messages

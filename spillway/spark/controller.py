@@ -196,6 +196,7 @@ from spillway.control import (
     observe,
 )
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
+from spillway.events import BatchEvent, DecisionEvent, notify
 from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
@@ -582,6 +583,11 @@ class NodeController:
         self._paused = False
         self._resuming = False
         self._admit_all = False
+        #: Called with a :class:`~spillway.events.DecisionEvent` after every decision and a
+        #: :class:`~spillway.events.BatchEvent` after every measured batch, under the lock
+        #: (quick, never calling back); their errors go to :attr:`observer_errors`.
+        self.observers: list[Callable[[Any], None]] = []
+        self.observer_errors: list[str] = []
 
     # ---------------------------------------------------------------------------- structure
 
@@ -1091,6 +1097,18 @@ class NodeController:
         )
         self._k_last = k
         self._decisions += 1
+        if self.observers:
+            self.observer_errors += notify(
+                self.observers,
+                DecisionEvent(
+                    t=tau,
+                    queries=tuple(self.query_names),
+                    lane_query=self.lane_query,
+                    lane_source=self.lane_source,
+                    arrived=count.copy(),
+                    kept=keep.copy(),
+                ),
+            )
         return adm
 
     def _ask_policy(
@@ -1497,6 +1515,13 @@ class NodeController:
                     "boundary": boundary,
                 }
             )
+            if self.observers:
+                self.observer_errors += notify(
+                    self.observers,
+                    BatchEvent(
+                        plan=plan, batch_id=batch_id, rows=int(rows), duration_s=float(duration_s)
+                    ),
+                )
             rec = self._intervals.get(boundary) if boundary is not None else None
             if rec is not None:
                 rec.processed += int(rows)

@@ -104,6 +104,7 @@ import pandas as pd
 from spillway.config import NodeConfig, feed_settings
 from spillway.control import CostModelState, batch_span, estimate
 from spillway.errors import ConfigError, RunFailedError, SpillwayError
+from spillway.events import Observer, bind_phase
 from spillway.feeds import make_feed
 from spillway.policies.base import Policy
 from spillway.progress import report
@@ -113,6 +114,7 @@ from spillway.spark.controller import ControllerConfig, NodeController, PlanQuer
 from spillway.spark.coordinator import QueryCoordinator
 from spillway.spark.dead_letters import DeadLetters
 from spillway.spark.listener import ProgressListener
+from spillway.spark.observed import observe_source
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
@@ -280,6 +282,9 @@ class Node:
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
         self._phase = "start"
+        #: Called as ``observer(phase, event)`` with every decision, measured batch and batch
+        #: of results (:mod:`spillway.events`); the live views and metrics listen here.
+        self.observers: list[Observer] = []
 
     # ------------------------------------------------------------------------- properties
 
@@ -445,6 +450,9 @@ class Node:
                 _calibration_hold(controller) if vary else (lambda k_last, k: False)
             )
         self._controller = controller
+        if self.observers:
+            controller.observers.append(bind_phase(self.observers, phase))
+            self.store.listeners.append(bind_phase(self.observers, phase))
         self._server = ControlServer(controller.handle)
         names = {p.name: f"spillway-{p.name}-{id(self):x}" for p in plans}
         self._listener = ProgressListener(controller, {v: k for k, v in names.items()})
@@ -505,6 +513,7 @@ class Node:
             partitions=max(1, int(self.spark.sparkContext.defaultParallelism)),
         )
         stream = self.spark.readStream.format("spillway").options(**opts).load()
+        stream = observe_source(stream, [q.name for q in self.config.queries])
         self._queries[plan] = (
             stream.writeStream.queryName(self._query_names[plan])
             .foreachBatch(run_batch)

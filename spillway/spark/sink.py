@@ -74,6 +74,7 @@ import pandas as pd
 from pyspark.sql import DataFrame
 
 from spillway.errors import ConfigError
+from spillway.events import ResultsEvent, notify
 from spillway.spark.coordinator import QueryCoordinator
 from spillway.spark.queries import (
     COUNT_THRESHOLD,
@@ -402,6 +403,11 @@ class ResultStore:
         self._lock = threading.Lock()
         self._batches: dict[tuple[str, int], pd.DataFrame] = {}
         self.csv_path = Path(csv_path) if csv_path is not None else None
+        #: Called with a :class:`~spillway.events.ResultsEvent` after a batch's rows are first
+        #: stored (not when a replayed batch replaces them); errors go to
+        #: :attr:`listener_errors`.
+        self.listeners: list[Callable[[Any], None]] = []
+        self.listener_errors: list[str] = []
         if self.csv_path is not None:
             self.csv_path.parent.mkdir(parents=True, exist_ok=True)
             if resume and self.csv_path.exists() and self.csv_path.stat().st_size > 0:
@@ -437,6 +443,9 @@ class ResultStore:
                     frame.to_csv(self.csv_path, mode="a", header=header, index=False)
                 else:
                     self._frame().to_csv(self.csv_path, index=False)
+        if new and self.listeners:
+            event = ResultsEvent.from_frame(key[0], key[1], frame)
+            self.listener_errors += notify(self.listeners, event)
         return new
 
     def _frame(self) -> pd.DataFrame:

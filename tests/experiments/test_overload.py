@@ -96,3 +96,8 @@ def test_a_failed_run_is_reported_and_fails_its_checks():
     checks = {c.name: c for c in ov.checks({"runs": [_run(), {**_run(), **got,
                                                               "batch_mean_s": None}]})}  # fmt: skip
     assert checks["batch_below_trigger"].failed
+
+
+def test_a_failed_plain_spark_run_fails_its_check():
+    (c,) = [c for c in ov.checks({"runs": [], "plain_spark_error": "boom"}) if "plain" in c.name]
+    assert c.failed

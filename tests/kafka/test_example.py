@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from spillway.cli import main
-
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
 EXAMPLE = Path(str(files("spillway") / "examples" / "kafka.toml"))
+CLI = "import sys; from spillway.cli import main; sys.exit(main())"
 
 
 def _wait_for_topic(broker, topic, timeout_s=30.0):
@@ -33,14 +32,18 @@ def test_the_kafka_example_runs_as_shipped(kafka_broker, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # the example's dead-letter folder is relative
     # the producer in its own process, as `spillway produce ... &` runs it
     producer = subprocess.Popen(
-        [sys.executable, "-c", "import sys; from spillway.cli import main; sys.exit(main())",
-         "produce", "clicks", "--sources", "4", "--rate", "500", "--duration", "120"],
+        [sys.executable, "-c", CLI, "produce", "clicks", "--sources", "4", "--rate", "500", "--duration", "120"],
         stdout=subprocess.DEVNULL,
     )  # fmt: skip
     try:
         _wait_for_topic(kafka_broker, "clicks")  # `spillway produce` creates it
-        code = main(["run", "--config", str(EXAMPLE), "--duration", "25", "--no-live",
-                     "--out", str(tmp_path / "out")])  # fmt: skip
+        # its own process too: the run owns (and stops) its SparkSession, which must not be
+        # the test session the other Spark tests share
+        code = subprocess.run(
+            [sys.executable, "-c", CLI, "run", "--config", str(EXAMPLE), "--duration", "25",
+             "--no-live", "--out", str(tmp_path / "out")],
+            cwd=tmp_path, timeout=600,
+        ).returncode  # fmt: skip
         still_sending = producer.poll() is None
     finally:
         producer.kill()

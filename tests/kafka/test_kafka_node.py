@@ -72,11 +72,14 @@ def test_a_node_reads_a_topic_and_sets_malformed_records_aside(
     producer.start()
     try:
         producer.join()
-        # every record sent is decided and processed (a loaded machine may take a while)
+        # every record sent is decided, and every admitted one processed (a loaded machine may
+        # take a while)
         deadline = time.monotonic() + 120.0
         while time.monotonic() < deadline:
-            done = sum(r.processed_tuples for r in node.history())
-            if done >= len(sent) or node.query_error("group_avg") is not None:
+            hist = node.history()
+            decided = sum(r.arrived_tuples for r in hist)
+            busy = any(r.admitted_tuples > r.processed_tuples for r in hist)
+            if (decided >= len(sent) and not busy) or node.query_error("group_avg") is not None:
                 break
             time.sleep(0.5)
     finally:
@@ -85,8 +88,12 @@ def test_a_node_reads_a_topic_and_sets_malformed_records_aside(
     res = node.results()
     hist = node.history()
     assert node.query_error("group_avg") is None
-    got = [(r.t, r.arrived_tuples, r.processed_tuples) for r in hist]
-    assert sum(r.processed_tuples for r in hist) == len(sent), got  # nothing shed, all processed
+    got = [(r.t, r.arrived_tuples, r.admitted_tuples, r.processed_tuples) for r in hist]
+    # every record is decided once, and every admitted one processed; the node may shed some
+    # when a batch runs slow on a loaded machine (the cost model sees an overload), so the
+    # accounting below holds over what was admitted
+    assert sum(r.arrived_tuples for r in hist) == len(sent), got
+    assert all(r.admitted_tuples == r.processed_tuples for r in hist), got
     assert set(res["key_text"].dropna()) == set(ROUTES)
     bad = [v for v in sent if v.startswith("{not json")]
     counts = node.dead_letters.counts()["fares"]
@@ -101,9 +108,9 @@ def test_a_node_reads_a_topic_and_sets_malformed_records_aside(
     assert {(d["partition"], d["offset"]) for d in lines} == set(
         zip(dead["partition"], dead["offset"], strict=True)
     )
-    # nothing shed: every valid record decided is in a result window's input
-    decided = sum(r.query_arrived["fares"] for r in hist if r.processed_tuples > 0)
+    # every record admitted is in a result window's input or set aside
+    admitted = sum(r.query_admitted["fares"] for r in hist)
     windows = res.drop_duplicates("window_start")
-    assert windows["n_in"].sum() + counts["malformed"] + counts["late"] == decided
+    assert windows["n_in"].sum() + counts["malformed"] + counts["late"] == admitted, got
     sic = [r.query_sic["fares"] for r in hist if np.isfinite(r.query_sic["fares"])]
     assert sic and max(sic) <= 1.02
