@@ -64,3 +64,17 @@ def test_policy_options_reach_the_policy_and_are_checked_when_read(tmp_path):
         load_config(path, policy_options={"b": 1.5})
     with pytest.raises(ConfigError, match="policy_options must be a table"):
         NodeConfig(queries=cfg.queries, policy_options=[("b", 0.9)])
+
+
+def test_the_step_example_steps_every_query_from_half_to_three_times_the_capacity():
+    from pathlib import Path
+
+    import spillway
+
+    cfg = load_config(Path(spillway.__file__).parent / "examples" / "step_random.toml")
+    cfg.check_feeds()
+    assert cfg.policy == "random" and cfg.overload == 0.5
+    assert {q.kind for q in cfg.queries} == {"avg", "max", "count", "avg_all", "top5", "cov"}
+    for q in cfg.queries:
+        assert q.profile == "step"
+        assert [cfg.overload * f for f in q.profile_options["factors"]] == [1.0, 3.0]
