@@ -53,6 +53,7 @@ from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownN
 from spillway.federation.command import add_coordinator_command
 from spillway.kafka.cli import add_kafka_commands
 from spillway.progress import to_stream
+from spillway.run_exact import DEFAULT_BUDGET_ROWS
 from spillway.sim.command import add_parser as add_simulate_parser
 from spillway.sim.command import cmd_simulate
 from spillway.status import IntervalRecord, NodeSnapshot
@@ -85,6 +86,7 @@ class RunnableNode(Protocol):
         duration_s: float,
         on_tick: Callable[[NodeSnapshot], None] | None = None,
         tick_s: float = 1.0,
+        before_stop: Callable[[Any], None] | None = None,
     ) -> None: ...
 
     def stop(self) -> None: ...
@@ -105,10 +107,11 @@ class UsageError(SpillwayError):
 
 def spark_node(config: NodeConfig) -> RunnableNode:
     """The default node factory: a :class:`spillway.spark.node.Node` on its own SparkSession,
-    with Spark's log level at :data:`RUN_LOG_LEVEL`."""
+    with Spark's log level at :data:`RUN_LOG_LEVEL`, keeping the SIC mass of every window for
+    the after-run comparison with the exact answers (:mod:`spillway.run_exact`)."""
     from spillway.spark.node import Node
 
-    node: RunnableNode = Node(config, log_level=RUN_LOG_LEVEL)
+    node: RunnableNode = Node(config, log_level=RUN_LOG_LEVEL, keep_source_mass=True)
     return node
 
 
@@ -207,6 +210,7 @@ examples:
       of the tasks feed): every group kept alive under overload and drift
   spillway run --config my_node.toml --overload 5     # a config file, overload overridden
   spillway run --no-live > run.log                    # plain periodic lines for logs
+  spillway run --no-exact                             # skip the after-run exact answers
   spillway run --ui --metrics-port 9464
       a live web dashboard on 127.0.0.1 (its URL is printed) and Prometheus metrics at
       http://127.0.0.1:9464/metrics (docs/grafana/spillway.json is a Grafana dashboard)
@@ -217,6 +221,13 @@ Jain's index; while the node measures its capacity, that measurement. Spark's st
 and warnings go to spark.log in the report folder (--verbose shows them). Options given on the
 command line override the config file. Ctrl-C stops the node early and still writes the report
 of what ran.
+
+After the run (once the streaming queries have stopped, so it never takes the node's cores
+while it streams) the node recomputes every window with nothing shed and reports, per query,
+the error beside the SIC of each window: error_mean and spearman_sic_error in summary.json,
+groups and missing groups of grouped queries under every policy; the report says how long that
+took. A run whose input exceeds --exact-rows tuples is recomputed in evenly spaced spans of
+source time holding that many. --no-exact skips it.
 """
 
 
@@ -303,6 +314,20 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-live",
         action="store_true",
         help="plain periodic lines instead of the in-place view (automatic when not a terminal)",
+    )
+    run.add_argument(
+        "--no-exact",
+        action="store_true",
+        help="skip the after-run exact answers (the keep-all batch job over the same input "
+        "that gives every query's error beside its SIC)",
+    )
+    run.add_argument(
+        "--exact-rows",
+        type=_positive_float,
+        default=DEFAULT_BUDGET_ROWS,
+        metavar="N",
+        help="tuples the after-run exact job re-reads at most (default "
+        f"{DEFAULT_BUDGET_ROWS:,.0f}); a longer run's input is sampled in evenly spaced spans",
     )
     run.add_argument(
         "--ui",
@@ -557,6 +582,7 @@ def _run_watched(
     watch: RunWatch,
     node_factory: NodeFactory,
 ) -> int:
+    from spillway.run_exact import ExactOutcome, ExactStep
     from spillway.run_report import write_run_report
 
     watch.note(_banner(cfg, args.duration))
@@ -564,6 +590,7 @@ def _run_watched(
         watch.note(line)
     interrupted = False
     failed: RunFailedError | None = None
+    step = None if args.no_exact else ExactStep(budget_rows=args.exact_rows)
     try:
         node = node_factory(cfg)
     except SpillwayError:
@@ -571,7 +598,7 @@ def _run_watched(
         raise
     watch.attach(node)
     try:
-        node.run(args.duration, on_tick=watch.tick, tick_s=TICK_S)
+        node.run(args.duration, on_tick=watch.tick, tick_s=TICK_S, before_stop=step)
     except KeyboardInterrupt:
         interrupted = True
         watch.note("spillway: interrupted, stopping the node and writing the report of what ran")
@@ -584,6 +611,14 @@ def _run_watched(
         _remove_if_empty(out)
         raise
     history, snapshot, results = _what_ran(node)
+    if step is not None and step.snapshot is not None:
+        snapshot = step.snapshot  # when the streaming stopped, not after the exact job
+    if step is None:
+        exact = ExactOutcome.skipped("--no-exact was given")
+    elif step.outcome is None:
+        exact = ExactOutcome.skipped("the run did not finish (interrupted or failed)")
+    else:
+        exact = step.outcome
     failure = getattr(node, "failure", None)
     if failed is not None and failure is None:
         failure = {"plan": None, "phase": "start", "after_batch": None, "error": str(failed)}
@@ -600,6 +635,7 @@ def _run_watched(
         failure=failure if failed is not None else None,
         calibration=getattr(node, "calibration", None),
         feeds_end_s=getattr(node, "feeds_end_s", None),
+        exact=exact,
         dead_letters=_dead_letter_counts(node),
         log_lag=_log_lag(node),
     )

@@ -38,6 +38,11 @@ Definitions used throughout:
   distinct groups among a query's tuples decided per interval of the steady part,
   ``missing_groups_mean`` the mean number of those of which nothing was kept (CoD §VII-C2's
   "missing groups"); NaN for other policies.
+- *error against the exact answer* (:mod:`spillway.run_exact`, after the run unless
+  ``--no-exact``): per query ``error_mean``, ``spearman_sic_error`` (window SIC against window
+  error) and, for grouped queries under every policy, ``groups`` and ``missing_groups`` per
+  window counted against the exact answer; ``exact`` says how long the job took (wall and CPU
+  seconds) or why it did not run.
 
 Examples
 --------
@@ -73,6 +78,7 @@ import pandas as pd
 from spillway.config import NodeConfig, QuerySpec
 from spillway.quality.metrics import jain_index
 from spillway.reporting import line_plot, markdown_table, write_csv, write_report, write_summary
+from spillway.run_exact import ExactOutcome, merge_queries, section, write_files
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
 #: Trigger intervals a result may take beyond its window before it counts as late.
@@ -236,6 +242,7 @@ def summarise_run(
     failure: Mapping[str, Any] | None = None,
     calibration: Mapping[str, Any] | None = None,
     feeds_end_s: Mapping[str, float | None] | None = None,
+    exact: ExactOutcome | None = None,
     dead_letters: Mapping[str, Mapping[str, int]] | None = None,
     log_lag: Mapping[str, Mapping[str, int]] | None = None,
 ) -> dict[str, Any]:
@@ -253,6 +260,7 @@ def summarise_run(
     failure : why the run failed (``plan``, ``phase``, ``error``...), None when it did not.
     calibration : what the capacity calibration measured (``Node.calibration``), if it ran.
     feeds_end_s : per query, the feed time its feed ended (None: never).
+    exact : the after-run exact answers (:mod:`spillway.run_exact`); None: not computed.
     dead_letters : per query reading a log (a Kafka topic), its records set aside:
         ``malformed`` and ``late`` (``Node.dead_letters.counts()``); absent for other feeds.
     log_lag : per query reading a log, its consumer lag per partition at the end of the run
@@ -335,6 +343,7 @@ def summarise_run(
                 "lag_at_end": dict((log_lag or {}).get(q.name, {})) or None,
             }
         )
+    merge_queries(queries, exact)
     p95s = [q["latency_p95_s"] for q in queries if math.isfinite(q["latency_p95_s"])]
     arrival_rate = _ratio(arrived, span)
     return {
@@ -370,6 +379,7 @@ def summarise_run(
         "latency_misses": [q["name"] for q in queries if not q["on_target"]],
         "queries": queries,
         "calibration": dict(calibration) if calibration is not None else None,
+        "exact": exact.as_dict() if exact is not None else None,
         "final_snapshot": {
             "t": snapshot.t,
             "capacity_tuples_per_s": snapshot.capacity_tuples_per_s,
@@ -630,6 +640,7 @@ def _report_sections(
     return sections + [
         ("Headline", headline),
         ("Queries", qtable),
+        ("Error against the exact answer", section(s)),
         ("Estimated capacity against what was processed", capacity),
         ("Over time", over_time),
         ("Files", "\n".join(f"- `{f}`" for f in files)),
@@ -648,6 +659,7 @@ def write_run_report(
     failure: Mapping[str, Any] | None = None,
     calibration: Mapping[str, Any] | None = None,
     feeds_end_s: Mapping[str, float | None] | None = None,
+    exact: ExactOutcome | None = None,
     dead_letters: Mapping[str, Mapping[str, int]] | None = None,
     log_lag: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Path:
@@ -657,8 +669,10 @@ def write_run_report(
     ``queries/<name>.csv`` (per interval: SIC, kept share and latency of that query, see
     :func:`interval_latency`),
     ``results.csv`` (every result row, when there are results), the PNG plots ``sic``,
-    ``kept``, ``latency``, ``jain`` and ``capacity``, and ``report.md`` embedding them (with a
-    "Failure" section saying where, when ``failure`` is given).
+    ``kept``, ``latency``, ``jain`` and ``capacity``, with ``exact`` computed
+    ``exact_windows.csv`` and ``sic_error.png`` (:func:`spillway.run_exact.write_files`), and
+    ``report.md`` embedding them (with a "Failure" section saying where, when ``failure`` is
+    given).
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -672,6 +686,7 @@ def write_run_report(
         failure=failure,
         calibration=calibration,
         feeds_end_s=feeds_end_s,
+        exact=exact,
         dead_letters=dead_letters,
         log_lag=log_lag,
     )
@@ -701,6 +716,7 @@ def write_run_report(
         files.append("results.csv")
     plots = _plots(out, config, history, ivs, windows)
     files += list(plots.values())
+    files += write_files(out, exact)
     title = f"spillway run: {config.policy}, {len(config.queries)} queries"
     if failure is not None:
         title += " (failed)"

@@ -109,3 +109,17 @@ def test_a_callable_function_and_sink_are_named_in_the_configs_dict():
 def test_function_and_sink_belong_to_user_queries(kw, match):
     with pytest.raises(ConfigError, match=match):
         QuerySpec(name="q", feed="taxi", **kw)
+
+
+def test_the_step_example_steps_every_query_from_half_to_three_times_the_capacity():
+    from pathlib import Path
+
+    import spillway
+
+    cfg = load_config(Path(spillway.__file__).parent / "examples" / "step_random.toml")
+    cfg.check_feeds()
+    assert cfg.policy == "random" and cfg.overload == 0.5
+    assert {q.kind for q in cfg.queries} == {"avg", "max", "count", "avg_all", "top5", "cov"}
+    for q in cfg.queries:
+        assert q.profile == "step"
+        assert [cfg.overload * f for f in q.profile_options["factors"]] == [1.0, 3.0]

@@ -9,6 +9,15 @@ experiments only analyse the returned :class:`LevelRun`; nothing here models Spa
 Feed time (seconds since the node's epoch) is the clock of every table: ``t`` columns are
 feed seconds, so windows and ticks of one run line up.
 
+Load relative to the measured capacity. An experiment that loads the node at several levels
+measures the node's capacity ONCE for its query mix (:func:`measure_capacity`: the node's own
+overload calibration, nothing shed, rows over batch time at the operating point, as ``spillway
+run`` does), then sets each level's arrival rate as a multiple of it (:func:`at_rate`) and lets
+the node's cost models budget every run. :func:`measured_overload` then gives, per run, the
+arrival rate over the capacity that run's own batches achieved, so the overload asked for is
+checked against the overload measured. A capacity typed into the config (a fixed budget) is
+only a labelled option of the experiments.
+
 Examples
 --------
 >>> import pandas as pd
@@ -23,7 +32,7 @@ import math
 import time
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -94,6 +103,101 @@ class LevelRun:
     attempts: int = 1
 
 
+def input_rate(node: NodeConfig) -> float:
+    """Total arrival rate of a node's queries (tuples/s, before any profile).
+
+    >>> from spillway.config import QuerySpec
+    >>> input_rate(NodeConfig(queries=(QuerySpec(name="a", kind="top5", feed="cluster",
+    ...                                          rate=20.0),)))
+    400.0
+    """
+    return float(sum(q.rate * q.n_sources for q in node.queries))
+
+
+def at_rate(node: NodeConfig, rate: float) -> NodeConfig:
+    """``node`` with every query's rate scaled (ratios kept) so the total is ``rate`` tuples/s,
+    and no calibration of its own (``overload`` None).
+
+    >>> from spillway.config import QuerySpec
+    >>> cfg = NodeConfig(queries=(QuerySpec(name="a", kind="avg", feed="gaussian", rate=100.0),
+    ...                           QuerySpec(name="b", kind="avg", feed="uniform", rate=300.0)))
+    >>> [q.rate for q in at_rate(cfg, 2000.0).queries]
+    [500.0, 1500.0]
+    """
+    check_positive("rate", rate)
+    k = rate / input_rate(node)
+    qs = tuple(replace(q, rate=q.rate * k) for q in node.queries)
+    return replace(node, queries=qs, overload=None)
+
+
+def measure_capacity(
+    config: NodeConfig, *, spark: Any, calibrate_s: float | None = None, retries: int = 2
+) -> dict[str, Any]:
+    """The node's capacity for ``config``'s query mix, measured once (``Node.calibration``).
+
+    The node's overload calibration (rounds at rising rates, nothing shed, until batches run at
+    the operating point; capacity = their rows over batch time), then the node stops. Returns
+    the calibration dict (``capacity_tuples_per_s``, ``rounds``, ``wall_s``, ...).
+
+    Raises
+    ------
+    SpillwayError
+        The calibration failed (after ``retries`` fresh starts on a transient failure).
+    """
+    from spillway.spark.node import Node
+
+    cal_cfg = replace(config, overload=1.0)
+    if calibrate_s is not None:
+        cal_cfg = replace(cal_cfg, calibrate_s=check_positive("calibrate_s", calibrate_s))
+    report(f"measuring the node's capacity for {len(config.queries)} queries (nothing shed)")
+    for attempt in range(retries + 1):
+        node = Node(cal_cfg, spark=spark)
+        try:
+            node.start()
+        except SpillwayError as e:
+            if attempt == retries or not any(m in str(e) for m in TRANSIENT):
+                raise
+            continue
+        finally:
+            node.stop()
+        cal = node.calibration
+        assert cal is not None
+        report(f"measured capacity: {cal['capacity_tuples_per_s']:,.0f} tuples/s of batch time")
+        return dict(cal)
+    raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def measured_overload(run: LevelRun, *, from_s: float) -> dict[str, float]:
+    """Arrivals against what the run's own micro-batches achieved, over the intervals from
+    feed time ``from_s`` (as the run report measures them).
+
+    ``capacity_measured_tuples_per_s``: rows processed over micro-batch time;
+    ``arrived_tuples_per_s``: arrivals per second of feed time; ``overload_measured``: their
+    ratio; ``kept_fraction``: admitted over arrived.
+
+    >>> from spillway.status import IntervalRecord as R
+    >>> h = [R(t=float(t), capacity_tuples=100.0, arrived_tuples=300, admitted_tuples=100,
+    ...        processed_tuples=100, batch_s=0.5) for t in range(1, 11)]
+    >>> run = LevelRun(results=pd.DataFrame(), exact=None, ticks=pd.DataFrame(), history=h,
+    ...                until_s=0.0, epoch_s=0.0, ready_s=0.0, wall_s=1.0)
+    >>> measured_overload(run, from_s=2.0)
+    {'capacity_measured_tuples_per_s': 200.0, 'arrived_tuples_per_s': 300.0, 'overload_measured': 1.5, 'kept_fraction': 0.3333333333333333}
+    """
+    hist = [r for r in run.history if r.t >= from_s]
+    done = [r for r in hist if r.processed_tuples > 0 or r.batch_s > 0]
+    batch = sum(r.batch_s for r in done)
+    cap = sum(r.processed_tuples for r in done) / batch if batch > 0 else math.nan
+    span = hist[-1].t - hist[0].t if len(hist) > 1 else math.nan
+    arrived = sum(r.arrived_tuples for r in hist[1:]) / span if span and span > 0 else math.nan
+    total = sum(r.arrived_tuples for r in hist)
+    return {
+        "capacity_measured_tuples_per_s": cap,
+        "arrived_tuples_per_s": arrived,
+        "overload_measured": arrived / cap if cap and cap > 0 else math.nan,
+        "kept_fraction": sum(r.admitted_tuples for r in hist) / total if total else math.nan,
+    }
+
+
 def experiment_spark(master: str = "local[2]", app_name: str = "spillway-experiment") -> Any:
     """A SparkSession for experiments (spillway's settings, :func:`configure_spark`)."""
     from pyspark.sql import SparkSession
@@ -123,6 +227,7 @@ def run_level(
     policy: Policy | None = None,
     capacity_tuples_per_s: float | None = None,
     exact: bool = False,
+    exact_span_s: float | None = None,
     tick_s: float = 1.0,
     on_tick: Callable[[float], None] | None = None,
     retries: int = 2,
@@ -143,6 +248,9 @@ def run_level(
     policy : policy object (default: the config's policy by name).
     capacity_tuples_per_s : fixed node capacity; None measures it (cost models).
     exact : also compute the exact answers of every window the run covered.
+    exact_span_s : only of the windows in the last ``exact_span_s`` seconds of feed time
+        before the stop (the exact job re-reads every tuple that arrived, shed or not: at 10x
+        overload ten times what the node processed); None: of the whole run.
     tick_s : snapshot period.
     on_tick : called with the feed time after each snapshot (progress display).
     retries : how many times a run that failed transiently (:data:`TRANSIENT`: a Python
@@ -169,6 +277,7 @@ def run_level(
                 policy=policy,
                 capacity_tuples_per_s=capacity_tuples_per_s,
                 exact=exact,
+                exact_span_s=exact_span_s,
                 tick_s=tick_s,
                 on_tick=on_tick,
                 attempt=attempt,
@@ -189,6 +298,7 @@ def _run_once(
     policy: Policy | None,
     capacity_tuples_per_s: float | None,
     exact: bool,
+    exact_span_s: float | None,
     tick_s: float,
     on_tick: Callable[[float], None] | None,
     attempt: int,
@@ -251,7 +361,8 @@ def _run_once(
         until = 0.0
         if exact:
             until = float(math.floor(feed_end))
-            exact_df = _with_time(node.exact_results(until), config, epoch)
+            start = 0.0 if exact_span_s is None else max(0.0, until - exact_span_s)
+            exact_df = _with_time(node.exact_results(until, from_s=start), config, epoch)
     finally:
         node.stop()
     return LevelRun(

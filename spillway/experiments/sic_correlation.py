@@ -4,9 +4,17 @@ The paper overloads one node step by step by adding queries, sheds tuples at ran
 the error of every result against the perfect answer beside the result's SIC. Here every load
 step is one :class:`~spillway.spark.node.Node` run on Spark that hosts ``n`` queries of every
 case (AVG, MAX and COUNT over the gaussian, uniform, exponential, mixed and cluster feeds;
-TOP-5 at 20 tuples/s per source; COV), all shed by the random policy (THEMIS's baseline) against a fixed
-node capacity, so each added query raises the overload by a known step. The exact answers are
-the node's batch Spark job over the same feeds with nothing shed.
+TOP-5; COV), all shed by the random policy (THEMIS's baseline). The exact answers are the
+node's batch Spark job over the same feeds with nothing shed.
+
+Load. The node's capacity for this query mix is measured once, with nothing shed (the node's
+calibration, :func:`~spillway.experiments._spark_runs.measure_capacity`), and step ``n``
+arrives at ``n / capacity_queries`` times it (rates scaled, their ratios kept); each step's
+node budgets with its own cost models, and each step reports the overload its own batches
+measured. ``fixed_capacity=True`` is the labelled alternative: the node's budget typed in as
+``capacity_queries`` load units at the paper's rates (then the SIC of each step is arithmetic of
+that budget). The exact job re-reads every tuple that arrived, shed or not, so it covers the
+last ``exact_span_s`` seconds of each step (``None``: the whole step).
 
 Every result window of every query is compared with its exact answer (windows.csv). A
 *point* of the study is one case at one load step: the SIC of its results (the mean window
@@ -46,9 +54,13 @@ from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.experiments._spark_runs import (
     LevelRun,
+    at_rate,
     check_levels,
     check_positive,
     experiment_spark,
+    input_rate,
+    measure_capacity,
+    measured_overload,
     run_level,
 )
 from spillway.experiments.checks import Check, compare, every
@@ -135,6 +147,10 @@ class SicCorrelationConfig:
     warmup_s : windows within this long after the node is warm (every plan finished its
         first micro-batches) are not compared.
     stw_s, trigger_s : source time window and shedding interval (= trigger).
+    fixed_capacity : the labelled option: fix the node's budget at ``capacity_queries`` load
+        units of the configured rates instead of measuring the capacity (False).
+    calibrate_s : length of the capacity measurement (measured capacity only).
+    exact_span_s : the exact answers cover the last this many seconds of each step (None: all).
     seed : seed of feeds and shedder.
     master : Spark master URL.
     """
@@ -150,14 +166,22 @@ class SicCorrelationConfig:
     duration_s: float = 300.0
     warmup_s: float = 10.0
     stw_s: float = 10.0
-    trigger_s: float = 1.0
+    trigger_s: float = 2.0
+    fixed_capacity: bool = False
+    calibrate_s: float = 30.0
+    exact_span_s: float | None = 40.0
     seed: int = 0
     master: str = "local[2]"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "levels", check_levels("levels", self.levels))
-        for name in ("capacity_queries", "rate", "top5_rate", "duration_s", "stw_s", "trigger_s"):
+        for name in ("capacity_queries", "rate", "top5_rate", "duration_s", "stw_s", "trigger_s",
+                     "calibrate_s"):  # fmt: skip
             check_positive(name, getattr(self, name))
+        if self.exact_span_s is not None:
+            check_positive("exact_span_s", self.exact_span_s)
+        if not isinstance(self.fixed_capacity, bool):
+            raise ConfigError(f"fixed_capacity must be True or False, got {self.fixed_capacity!r}")
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
         if self.warmup_s >= self.duration_s:
             raise ConfigError(
@@ -189,13 +213,17 @@ class SicCorrelationConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> SicCorrelationConfig:
-    """The paper-shaped study, or a quick one (4 steps of 20 s) that runs in a few minutes.
+    """The paper-shaped study (8 steps of 5 min), or a quick one (4 steps of 20 s, a shorter
+    capacity measurement, exact answers of the last 8 s of each step).
 
     >>> make_config(quick=True, seed=3).levels
     (1, 2, 4, 8)
     """
     if quick:
-        return SicCorrelationConfig(levels=(1, 2, 4, 8), duration_s=20.0, warmup_s=3.0, seed=seed)
+        return SicCorrelationConfig(
+            levels=(1, 2, 4, 8), duration_s=20.0, warmup_s=6.0, calibrate_s=16.0,
+            exact_span_s=8.0, seed=seed,
+        )  # fmt: skip
     return SicCorrelationConfig(seed=seed)
 
 
@@ -219,7 +247,8 @@ def cases(config: SicCorrelationConfig) -> list[Case]:
 
 
 def capacity_tuples_per_s(config: SicCorrelationConfig) -> float:
-    """The fixed node capacity: ``capacity_queries`` load units of every case.
+    """The fixed node capacity (``fixed_capacity=True``): ``capacity_queries`` load units of
+    every case at the configured rates.
 
     >>> cfg = make_config(quick=True, seed=0)
     >>> capacity_tuples_per_s(cfg) == 1.6 * sum(c.tuples_per_s for c in cases(cfg))
@@ -525,22 +554,34 @@ def count_vs_one_minus_sic(points: Sequence[Mapping[str, Any]]) -> float:
 
 
 def run_levels(config: SicCorrelationConfig, spark: Any = None) -> tuple[pd.DataFrame, list]:
-    """Run every load step on Spark; returns (every compared result window, per-step records)."""
+    """Run every load step on Spark; returns (every compared result window, per-step records).
+
+    The capacity is measured once (first, on the one-unit node) unless ``fixed_capacity``.
+    """
     from spillway.policies import make_policy
 
     spark = spark if spark is not None else experiment_spark(config.master)
-    cap = capacity_tuples_per_s(config)
+    if config.fixed_capacity:
+        cap, fixed = capacity_tuples_per_s(config), True
+    else:
+        cal = measure_capacity(
+            level_config(config, 1)[0], spark=spark, calibrate_s=config.calibrate_s
+        )
+        cap, fixed = float(cal["capacity_tuples_per_s"]), False
     windows: list[pd.DataFrame] = []
     steps: list[dict[str, Any]] = []
     for n in config.levels:
         node_cfg, query_cases = level_config(config, n)
+        if not fixed:  # arrivals at n / capacity_queries times the measured capacity
+            node_cfg = at_rate(node_cfg, n / config.capacity_queries * cap)
         run: LevelRun = run_level(
             node_cfg,
             spark=spark,
             duration_s=config.duration_s,
             policy=make_policy("random", seed=config.seed),
-            capacity_tuples_per_s=cap,
+            capacity_tuples_per_s=cap if fixed else None,
             exact=True,
+            exact_span_s=config.exact_span_s,
         )
         assert run.exact is not None
         windows.append(
@@ -559,17 +600,17 @@ def run_levels(config: SicCorrelationConfig, spark: Any = None) -> tuple[pd.Data
 
 
 def _step_record(run: LevelRun, n: int, node: NodeConfig, cap: float, warmup: float) -> dict:
-    hist = [r for r in run.history if r.t >= warmup]
-    arrived = sum(r.arrived_tuples for r in hist)
-    admitted = sum(r.admitted_tuples for r in hist)
-    rate = sum(q.rate * q.n_sources for q in node.queries)
+    rate = input_rate(node)
+    measured = measured_overload(run, from_s=warmup)
     return {
         "level": n,
         "queries": len(node.queries),
         "input_rate": rate,
         "capacity_tuples_per_s": cap,
         "overload": rate / cap,
-        "kept_fraction": admitted / arrived if arrived else math.nan,
+        "overload_measured": measured["overload_measured"],
+        "capacity_measured_tuples_per_s": measured["capacity_measured_tuples_per_s"],
+        "kept_fraction": measured["kept_fraction"],
         "batches": sum(len(b) for b in run.batches.values()),
         "result_rows": len(run.results),
         "exact_rows": 0 if run.exact is None else len(run.exact),
@@ -693,19 +734,34 @@ def _figures(points: Sequence[Mapping[str, Any]]) -> list[Figure]:
 
 
 def _setup(config: SicCorrelationConfig, steps: Sequence[Mapping[str, Any]]) -> str:
-    cap = capacity_tuples_per_s(config)
+    cap = steps[0].get("capacity_tuples_per_s", math.nan) if steps else math.nan
+    load = (
+        f"**fixed node capacity (labelled option)** {num(cap)} tuples/s, the load of "
+        f"{config.capacity_queries:g} units of every case at the configured rates, so the SIC "
+        "of each step is arithmetic of that budget"
+        if config.fixed_capacity
+        else f"the node's capacity for this query mix measured once, nothing shed: {num(cap)} "
+        f"tuples per second of batch time ({config.calibrate_s:g} s calibration on the one-unit "
+        f"node); step n arrives at n / {config.capacity_queries:g} times it (every source rate "
+        "scaled, ratios kept) and each step's node budgets with its own cost models; "
+        "`overload_measured` is each step's arrival rate over what its own batches achieved"
+    )
+    exact = (
+        f"the last {config.exact_span_s:g} s of each step"
+        if config.exact_span_s is not None
+        else "every window of each step"
+    )
     return (
-        f"One spillway Node on Spark (`{config.master}`), random shedder, fixed node "
-        f"capacity {cap:,.0f} tuples/s (the load of {config.capacity_queries:g} units of "
-        f"every case). Load steps: {', '.join(map(str, config.levels))} load units per case (a "
+        f"One spillway Node on Spark (`{config.master}`), random shedder; {load}. Load steps: "
+        f"{', '.join(map(str, config.levels))} load units per case (a "
         f"unit is 1 query, {config.spread_replicas} for TOP-5 and COV), each "
         f"step a fresh node streaming for {config.duration_s:g} s once warm (every plan past its "
         f"first micro-batches, `ready_s`); windows in the first {config.warmup_s:g} s after that "
         f"are not compared. Sources: {config.rate:g} tuples/s "
         f"(aggregates, COV), {config.top5_rate:g} tuples/s for TOP-5 (20 sources = 10 "
-        f"machines). STW {config.stw_s:g} s, trigger (shedding interval) {config.trigger_s:g} s, "
+        f"machines) before scaling. STW {config.stw_s:g} s, trigger (shedding interval) {config.trigger_s:g} s, "
         f"1 s tumbling windows, seed {config.seed}. Exact answers: the node's batch Spark job "
-        "over the same feeds with nothing shed.\n\n"
+        f"over the same feeds with nothing shed, for {exact}.\n\n"
         + markdown_table(
             list(steps),
             [
@@ -713,6 +769,7 @@ def _setup(config: SicCorrelationConfig, steps: Sequence[Mapping[str, Any]]) -> 
                 "queries",
                 "input_rate",
                 "overload",
+                "overload_measured",
                 "kept_fraction",
                 "result_rows",
                 "exact_rows",
@@ -761,12 +818,26 @@ def _notes(config: SicCorrelationConfig) -> str:
         "- Real-world data: the `cluster` feed is a synthetic stand-in for the PlanetLab CoTop "
         "CPU/memory traces (not available offline).\n"
         "- One 2-core machine shared with other work, not the paper's 3-server local testbed.\n"
-        "- Overload: THEMIS overloads a real CPU by adding queries; here the node's capacity "
-        "is fixed in tuples/s so each added query raises the overload by a known step (on Spark "
-        "the multiplexed plans would need thousands of 400 tuples/s queries to saturate the "
-        "machine, and the exact batch job would have to recompute all of them). Tuples still "
-        "flow through the spillway source, Spark plans and sinks; only the budget is set.\n"
-        "- Relative errors blow up where the exact answer is close to 0 (an idle machine's CPU "
+        + (
+            "- Overload: THEMIS overloads a real CPU by adding queries; this run fixes the "
+            "node's budget in tuples/s (the labelled `fixed_capacity` option), so each added "
+            "query raises the overload by a known step and the SIC of a step is arithmetic of "
+            "that budget, not a measurement of the machine.\n"
+            if config.fixed_capacity
+            else "- Overload: THEMIS overloads a real CPU by adding 400 tuples/s queries; here "
+            "the node measured its capacity for the mix once and every step scales the source "
+            "rates to its multiple of it (the machine would need thousands of 400 tuples/s "
+            "queries to saturate). The steps thus overload the real node; `overload_measured` "
+            "shows how far each step's own batches confirm the overload asked for.\n"
+        )
+        + "- Exact answers: the keep-all job re-reads every tuple that arrived (at 10x "
+        "overload ten times what the node processed), so it covers "
+        + (
+            f"the last {config.exact_span_s:g} s of each step.\n"
+            if config.exact_span_s is not None
+            else "every window.\n"
+        )
+        + "- Relative errors blow up where the exact answer is close to 0 (an idle machine's CPU "
         "in the cluster feed averages a fraction of a percent), so the cluster AVG and MAX "
         "curves can jump at one step; `windows.csv` shows each window.\n"
         "- All cases run side by side on one node per step (the paper ran one query type at a "

@@ -108,7 +108,8 @@ class Feed(ABC):
         ``value``, ``key_text`` (texts, or None), ``event_ts`` and ``arrival_ts`` (absolute
         seconds: Unix time, or the data's own time for a feed with an :meth:`event_clock`),
         and, for external logs, ``offset``, ``topic``, ``partition``, ``error`` (why a value is
-        malformed, per row) and ``raw`` (its text); None where a feed has no such column.
+        malformed, per row) and ``raw`` (its text; with a log feed's ``records`` option, also
+        each valid row's fields as a JSON object); None where a feed has no such column.
         One call so a log is read once per range."""
         payload = self.payload(source, index)
         own = self.event_clock() is not None

@@ -24,9 +24,12 @@ place of a topic:
 
 Options follow Spark's file source where they mean the same (``path``, ``format``, ``schema``
 as a DDL string, ``header`` for CSV, ``recursiveFileLookup``, ``pathGlobFilter``) plus those of
-the Kafka feed: ``value_column`` (required), ``key_column`` (integers or texts such as
-``"JFK-LAX"``), ``time_column``, ``dead_letter`` (a folder), and ``manifest`` (where the file
-record goes; default ``_spillway/manifest.jsonl`` inside the folder).
+the Kafka feed (:mod:`spillway.feeds.log_options`): ``value_column`` (required unless
+``records``), ``key_column`` (integers or texts such as ``"JFK-LAX"``), ``time_column``,
+``dead_letter`` (a folder), ``records`` (default false: true hands a user's query every row's
+fields, as the JSON object text ``raw`` that ``from_json(raw, feed.schema_ddl)`` reads back),
+and ``manifest`` (where the file record goes; default ``_spillway/manifest.jsonl`` inside the
+folder).
 
 The driver (:meth:`FolderFeed.count`) lists the folder once per decision, admits new files and
 cuts; executors (:meth:`FolderFeed.records`) read the rows of an exact offset range from the
@@ -63,34 +66,16 @@ from spillway.errors import ConfigError, InputDataError
 from spillway.feeds.base import Feed
 from spillway.feeds.files import FORMATS, Records, parse_records, read_records
 from spillway.feeds.hashing import text_keys
+from spillway.feeds.log_options import SHARED, LogFields, flag, reject_unknown
 from spillway.feeds.manifest import FileEntry, Manifest
-from spillway.kafka.parse import parse_schema
+from spillway.feeds.row_json import rows_json
 
-#: The feed's own options (beyond the shared feed settings).
-OPTIONS = (
-    "path",
-    "format",
-    "schema",
-    "header",
-    "recursiveFileLookup",
-    "pathGlobFilter",
-    "value_column",
-    "key_column",
-    "time_column",
-    "dead_letter",
-    "manifest",
-)
+#: The feed's options: its own, then those every log feed shares
+#: (:mod:`spillway.feeds.log_options`).
+OPTIONS = ("path", "header", "recursiveFileLookup", "pathGlobFilter", "manifest", *SHARED)
 
 #: Parsed files an executor keeps (a range often ends inside a file the next range continues).
 FILE_CACHE = 4
-
-
-def _bool(name: str, v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    if str(v).lower() in ("true", "false"):
-        return str(v).lower() == "true"
-    raise ConfigError(f"folder option {name!r} must be true or false, got {v!r}")
 
 
 def lane_of(file: str, n_lanes: int) -> int:
@@ -102,7 +87,7 @@ def lane_of(file: str, n_lanes: int) -> int:
     return zlib.crc32(file.encode()) % n_lanes
 
 
-class FolderFeed(Feed):
+class FolderFeed(LogFields, Feed):
     """The files arriving in a folder as a feed (see the module docstring).
 
     Parameters
@@ -111,9 +96,11 @@ class FolderFeed(Feed):
     rate, profile, profile_options, seed : the shared feed signature, unused (the folder sets
         the rate).
     **options : ``path`` (required, an existing folder), ``format`` (``json``, ``csv`` or
-        ``parquet``; default ``json``), ``schema`` (required, DDL), ``header`` (CSV), ``
-        recursiveFileLookup``, ``pathGlobFilter``, ``value_column`` (required),
-        ``key_column``, ``time_column``, ``dead_letter``, ``manifest``.
+        ``parquet``; default ``json``), ``schema`` (required, DDL), ``header`` (CSV),
+        ``recursiveFileLookup``, ``pathGlobFilter``, ``value_column`` (required unless
+        ``records``), ``key_column``, ``time_column``, ``dead_letter``, ``records``,
+        ``manifest``. The shared ones become the attributes of
+        :class:`~spillway.feeds.log_options.LogFields` (``format``, ``schema_ddl``, ...).
 
     Raises
     ------
@@ -136,11 +123,8 @@ class FolderFeed(Feed):
         **options: Any,
     ) -> None:
         opts = dict(options)
-        unknown = sorted(k for k in opts if k not in OPTIONS)
-        if unknown:
-            raise ConfigError(
-                f"unknown folder option(s) {', '.join(unknown)}; known: {', '.join(OPTIONS)}"
-            )
+        reject_unknown("folder", opts, OPTIONS)
+        self.take_options("folder", opts, formats=FORMATS)
         if opts.get("path") in (None, ""):
             raise ConfigError("folder option 'path' is required: the folder files arrive in")
         self.root = Path(str(opts["path"])).expanduser()
@@ -149,44 +133,9 @@ class FolderFeed(Feed):
                 f"folder option 'path': {str(self.root)!r} is not a folder; create it or point "
                 "'path' at the folder the files arrive in"
             )
-        self.format = str(opts.get("format", "json")).lower()
-        if self.format not in FORMATS:
-            raise ConfigError(
-                f"folder option 'format' must be one of {', '.join(FORMATS)}, got "
-                f"{opts.get('format')!r}"
-            )
-        if opts.get("schema") is None:
-            raise ConfigError(
-                "folder option 'schema' is required (a DDL string, e.g. 'route string, fare "
-                "double')"
-            )
-        self.schema = parse_schema(str(opts["schema"]))
-        self.header = _bool("header", opts.get("header", False))
-        recursive = _bool("recursiveFileLookup", opts.get("recursiveFileLookup", False))
+        self.header = flag("folder", "header", opts.get("header", False))
+        recursive = flag("folder", "recursiveFileLookup", opts.get("recursiveFileLookup", False))
         glob = opts.get("pathGlobFilter")
-        names = self.schema.names
-        self.value_column: str | None = opts.get("value_column")
-        self.key_column: str | None = opts.get("key_column")
-        self.time_column: str | None = opts.get("time_column")
-        for what in ("value_column", "key_column", "time_column"):
-            col = opts.get(what)
-            if col is not None and col not in names:
-                raise ConfigError(
-                    f"folder option {what!r} names {col!r}, not a field of the schema {names}"
-                )
-        if self.value_column is None:
-            raise ConfigError(f"folder option 'value_column' is required: one of {names}")
-        if self.time_column is not None:
-            typ = self.schema.field(self.time_column).type
-            if not (
-                pa.types.is_timestamp(typ) or pa.types.is_integer(typ) or pa.types.is_floating(typ)
-            ):
-                raise ConfigError(
-                    f"folder option 'time_column' names {self.time_column!r} of type {typ}: it "
-                    "needs a timestamp or Unix seconds (a number)"
-                )
-        dead = opts.get("dead_letter")
-        self.dead_letter = None if dead is None else str(dead)
         n = 1 if n_sources is None else int(n_sources)
         if n < 1:
             raise ConfigError(f"folder feed: sources must be >= 1, got {n_sources!r}")
@@ -197,9 +146,6 @@ class FolderFeed(Feed):
             glob=None if glob is None else str(glob),
             recursive=recursive,
             path=opts.get("manifest"),
-        )
-        self._text_keys = self.key_column is not None and pa.types.is_string(
-            self.schema.field(self.key_column).type
         )
         self.epoch_s: float | None = None
         # Lanes: per lane, the manifest index, first offset and row count of each of its files.
@@ -219,10 +165,6 @@ class FolderFeed(Feed):
     @property
     def n_sources(self) -> int:
         return self._n
-
-    @property
-    def text_keys(self) -> bool:
-        return self._text_keys
 
     def _rows(self, e: FileEntry) -> int:
         header = 1 if self.header and self.format == "csv" else 0
@@ -346,7 +288,9 @@ class FolderFeed(Feed):
         """The tuples ``index`` (lane offsets) of lane ``source``: ``key``, ``value``,
         ``key_text`` (text keys), ``event_ts`` (the time column, or the file's time),
         ``arrival_ts`` (the file's time: its modification time, at least ``epoch_s``),
-        ``offset``, ``topic`` (the file), ``partition`` (the lane), ``error`` and ``raw``."""
+        ``offset``, ``topic`` (the file), ``partition`` (the lane), ``error`` and ``raw`` (a
+        malformed row's text; with ``records``, a valid row's fields as a JSON object,
+        :func:`~spillway.feeds.row_json.rows_json`)."""
         idx = np.asarray(index, dtype=np.int64)
         if idx.size == 0:
             return _empty()
@@ -389,10 +333,15 @@ class FolderFeed(Feed):
         for entry, s, rows, table, errors, texts in parts:
             m = rows.size
             ft = self._file_time(entry, epoch_s)
-            value[s] = np.nan_to_num(
-                table.column(self.value_column).cast(pa.float64()).to_numpy(zero_copy_only=False),
-                nan=0.0,
-            )
+            if self.value_column is not None:
+                value[s] = np.nan_to_num(
+                    table.column(self.value_column)
+                    .cast(pa.float64())
+                    .to_numpy(zero_copy_only=False),
+                    nan=0.0,
+                )
+            if self.record_fields:
+                raw[s] = rows_json(table).to_numpy(zero_copy_only=False)
             if self.key_column is not None:
                 kc = table.column(self.key_column)
                 if key_text is not None:

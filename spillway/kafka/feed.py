@@ -28,12 +28,15 @@ client): :attr:`portable` is True.
 Options follow Spark's Kafka source where they mean the same (``kafka.bootstrap.servers``:
 when left out, the broker ``spillway kafka up`` runs;
 ``subscribe``, ``startingOffsets``, ``failOnDataLoss``, other ``kafka.*`` client settings) plus
-how to read the values: ``format`` (``json`` or ``csv``), ``schema`` (DDL), ``value_column``,
-``key_column`` (integers or texts), ``time_column`` (kept as data; built-in windows use the
-record timestamp), ``dead_letter`` (a folder for malformed and late records) and
-``dead_letter_topic`` (a topic on the same cluster for them, written exactly once per record:
-:mod:`spillway.kafka.dead_letter`), and ``lateness_s`` (default 1: how long after a window
-ends its records may still arrive; the node decides the window then).
+how to read the values, which every log feed shares (:mod:`spillway.feeds.log_options`):
+``format`` (``json`` or ``csv``), ``schema`` (DDL), ``value_column`` (required unless
+``records``), ``key_column`` (integers or texts), ``time_column`` (kept as data; built-in
+windows use the record timestamp), ``dead_letter`` (a folder for malformed and late records),
+``records`` (default false: true hands a user's query every record's fields, as the JSON object
+text ``raw`` that ``from_json(raw, feed.schema_ddl)`` reads back) and ``lateness_s`` (default 1:
+how long after a window ends its records may still arrive; the node decides the window then);
+and ``dead_letter_topic`` (a topic on the same cluster for malformed and late records, written
+exactly once per record: :mod:`spillway.kafka.dead_letter`).
 """
 
 from __future__ import annotations
@@ -48,8 +51,10 @@ import pyarrow as pa
 from spillway.errors import ConfigError, KafkaClientError
 from spillway.feeds.base import Feed
 from spillway.feeds.hashing import text_keys
+from spillway.feeds.log_options import SHARED, LogFields, flag, reject_unknown
+from spillway.feeds.row_json import rows_json
 from spillway.kafka.connection import KafkaConnection
-from spillway.kafka.parse import FORMATS, parse_schema, parse_table
+from spillway.kafka.parse import FORMATS, parse_table
 
 #: Offsets skipped between two kept runs of a partition before they are read as two ranges.
 READ_GAP = 2048
@@ -61,6 +66,18 @@ DEFAULT_LATENESS_S = 1.0
 
 #: Starting positions.
 STARTING = ("earliest", "latest")
+
+#: The feed's options (besides ``kafka.*`` client settings): its own, then those every log
+#: feed shares (:mod:`spillway.feeds.log_options`).
+OPTIONS = (
+    "kafka.bootstrap.servers",
+    "subscribe",
+    "startingOffsets",
+    "failOnDataLoss",
+    *SHARED,
+    "lateness_s",
+    "dead_letter_topic",
+)
 
 
 def _local_broker() -> str:
@@ -76,15 +93,7 @@ def _local_broker() -> str:
     return state.connection().bootstrap_servers
 
 
-def _bool(name: str, v: Any) -> bool:
-    if isinstance(v, bool):
-        return v
-    if str(v).lower() in ("true", "false"):
-        return str(v).lower() == "true"
-    raise ConfigError(f"kafka option {name!r} must be true or false, got {v!r}")
-
-
-class KafkaFeed(Feed):
+class KafkaFeed(LogFields, Feed):
     """The partitions of Kafka topics as a feed (see the module docstring).
 
     Parameters
@@ -94,7 +103,11 @@ class KafkaFeed(Feed):
         explicit ``sources``) and the rate (so ``rate`` and the profile are unused).
     **options : Spark's Kafka source options (``kafka.bootstrap.servers``, ``subscribe``,
         ``startingOffsets``, ``failOnDataLoss``, ``kafka.*``) and ``format``, ``schema``,
-        ``value_column``, ``key_column``, ``time_column``.
+        ``value_column``, ``key_column``, ``time_column``, ``dead_letter``, ``records``,
+        ``lateness_s``, ``dead_letter_topic``.
+
+        The shared ones become the attributes of
+        :class:`~spillway.feeds.log_options.LogFields` (``format``, ``schema_ddl``, ...).
 
     Raises
     ------
@@ -120,6 +133,8 @@ class KafkaFeed(Feed):
         **options: Any,
     ) -> None:
         opts = dict(options)
+        reject_unknown("kafka", opts, OPTIONS, prefix="kafka.")
+        self.take_options("kafka", opts, formats=FORMATS, lateness_s=DEFAULT_LATENESS_S)
         if not opts.get("kafka.bootstrap.servers"):
             opts["kafka.bootstrap.servers"] = _local_broker()
         self.conn = KafkaConnection.from_spark_options(opts)
@@ -135,59 +150,9 @@ class KafkaFeed(Feed):
                 f"kafka option 'startingOffsets' must be one of {', '.join(STARTING)}, got "
                 f"{self.starting!r}"
             )
-        self.fail_on_data_loss = _bool("failOnDataLoss", opts.pop("failOnDataLoss", True))
-        self.format = str(opts.pop("format", "json"))
-        if self.format not in FORMATS:
-            raise ConfigError(
-                f"kafka option 'format' must be one of {', '.join(FORMATS)}, got {self.format!r}"
-            )
-        schema = opts.pop("schema", None)
-        if schema is None:
-            raise ConfigError(
-                "kafka option 'schema' is required (a DDL string, e.g. 'route string, fare double')"
-            )
-        self.schema_ddl = str(schema)
-        self.schema = parse_schema(self.schema_ddl)
-        names = self.schema.names
-        self.value_column = opts.pop("value_column", None)
-        self.key_column = opts.pop("key_column", None)
-        self.time_column = opts.pop("time_column", None)
-        dead = opts.pop("dead_letter", None)
-        self.dead_letter = None if dead is None else str(dead)
-        lateness = opts.pop("lateness_s", DEFAULT_LATENESS_S)
-        if (
-            isinstance(lateness, bool)
-            or not isinstance(lateness, int | float)
-            or not (0 <= lateness < 3600)
-        ):
-            raise ConfigError(
-                f"kafka option 'lateness_s' must be seconds in [0, 3600), got {lateness!r}"
-            )
-        self.lateness_s = float(lateness)
+        self.fail_on_data_loss = flag("kafka", "failOnDataLoss", opts.pop("failOnDataLoss", True))
         dlq = opts.pop("dead_letter_topic", None)
         self.dead_letter_topic = None if dlq is None else str(dlq)
-        for what, col in (
-            ("value_column", self.value_column),
-            ("key_column", self.key_column),
-            ("time_column", self.time_column),
-        ):
-            if col is not None and col not in names:
-                raise ConfigError(
-                    f"kafka option {what!r} names {col!r}, not a field of the schema {names}"
-                )
-        if self.value_column is None:
-            raise ConfigError(f"kafka option 'value_column' is required: one of {names}")
-        unknown = sorted(k for k in opts if not k.startswith("kafka."))
-        if unknown:
-            raise ConfigError(
-                f"unknown kafka option(s) {', '.join(unknown)}; known: kafka.bootstrap.servers, "
-                "subscribe, startingOffsets, failOnDataLoss, format, schema, value_column, "
-                "key_column, time_column, lateness_s, dead_letter, dead_letter_topic and kafka.* "
-                "client settings"
-            )
-        self._text_keys = self.key_column is not None and pa.types.is_string(
-            self.schema.field(self.key_column).type
-        )
         self.lanes: tuple[tuple[str, int, int], ...] = self._resolve()
         self.epoch_s: float | None = None
         self._cut_cache: dict[float, np.ndarray] = {}
@@ -209,10 +174,6 @@ class KafkaFeed(Feed):
     @property
     def n_sources(self) -> int:
         return len(self.lanes)
-
-    @property
-    def text_keys(self) -> bool:
-        return self._text_keys
 
     def start_offsets(self) -> np.ndarray:
         """Every lane's first offset (where the node starts reading)."""
@@ -317,7 +278,8 @@ class KafkaFeed(Feed):
         """The tuples ``index`` (offsets) of partition lane ``source``: ``key``, ``value``,
         ``key_text`` (text keys), ``event_ts`` and ``arrival_ts`` (the record timestamp, Unix
         seconds), ``offset``, ``topic``, ``partition``, and ``error`` (None, or why a value is
-        malformed) and ``raw`` (the malformed value's text)."""
+        malformed) and ``raw`` (the malformed value's text; with ``records``, a valid record's
+        fields as a JSON object, :func:`~spillway.feeds.row_json.rows_json`)."""
         topic, partition, _ = self.lanes[source]
         idx = np.asarray(index, dtype=np.int64)
         if idx.size == 0:
@@ -331,7 +293,11 @@ class KafkaFeed(Feed):
         ts = table.column("timestamp").take(pa.array(pos)).cast(pa.int64()).to_numpy() / 1e6
         parsed, errors = parse_table([v or b"" for v in values], self.format, self.schema)
         n = len(values)
-        value = parsed.column(self.value_column).cast(pa.float64()).to_numpy(zero_copy_only=False)
+        value = np.zeros(n)
+        if self.value_column is not None:
+            value = (
+                parsed.column(self.value_column).cast(pa.float64()).to_numpy(zero_copy_only=False)
+            )
         key = np.zeros(n, dtype=np.int64)
         key_text = None
         if self.key_column is not None:
@@ -343,13 +309,13 @@ class KafkaFeed(Feed):
             else:
                 key = kc.cast(pa.int64()).fill_null(0).to_numpy(zero_copy_only=False)
         error = np.array([errors.get(i) for i in range(n)], dtype=object)
-        raw = np.array(
-            [
-                bytes(values[i] or b"").decode("utf-8", "replace") if i in errors else None
-                for i in range(n)
-            ],
-            dtype=object,
+        raw = (
+            rows_json(parsed).to_numpy(zero_copy_only=False).astype(object)
+            if self.record_fields
+            else np.full(n, None, dtype=object)
         )
+        for i in errors:
+            raw[i] = bytes(values[i] or b"").decode("utf-8", "replace")
         return {
             "key": key,
             "key_text": key_text,

@@ -74,6 +74,13 @@ SERIES: tuple[str, ...] = ("arrived", "admitted", "results")
 #: a point up to one STW behind the newest record).
 KEEP_STWS = 3.0
 
+#: The series an archive keeps (see "The archive" in the module docstring).
+ARCHIVED: tuple[str, ...] = ("arrived", "results")
+
+#: Windows measured at once by :meth:`SourceTimeAccount.archived_mass` (bounds the memory of the
+#: windows x records overlap matrix).
+_CHUNK = 2048
+
 
 class _Series:
     """Records (query, t0, t1, mass) in chunks, concatenated on demand."""
@@ -107,6 +114,19 @@ class _Series:
             self.cached = None
 
 
+def _share(t0: np.ndarray, t1: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Share of each record ``[t0, t1)`` (mass spread evenly) inside ``[a, b)``; a record of
+    zero width counts whole when ``a <= t0 < b``. Broadcasts."""
+    width = t1 - t0
+    overlap = np.minimum(t1, b) - np.maximum(t0, a)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return np.where(
+            width > 0,
+            np.clip(overlap / np.where(width > 0, width, 1.0), 0.0, 1.0),
+            ((t0 >= a) & (t0 < b)).astype(np.float64),
+        )
+
+
 def _as_1d(name: str, values: Any, n: int | None = None) -> np.ndarray:
     arr = np.atleast_1d(np.asarray(values, dtype=np.float64))
     if arr.ndim != 1 or (n is not None and arr.shape[0] not in (1, n)):
@@ -126,11 +146,14 @@ class SourceTimeAccount:
     ----------
     n_queries : number of queries (ids ``0..Q-1``).
     stw_s : the source time window (s).
+    archive : also keep every ``arrived`` and ``results`` record of the run
+        (:meth:`archived_mass`; module docstring, "The archive").
 
     Raises
     ------
     ConfigError
-        ``n_queries`` is not an int >= 0 or ``stw_s`` is not a number > 0.
+        ``n_queries`` is not an int >= 0, ``stw_s`` is not a number > 0 or ``archive`` is not a
+        bool.
 
     Examples
     --------
@@ -139,15 +162,18 @@ class SourceTimeAccount:
     [nan]
     """
 
-    def __init__(self, n_queries: int, stw_s: float) -> None:
+    def __init__(self, n_queries: int, stw_s: float, *, archive: bool = False) -> None:
         if isinstance(n_queries, bool) or not isinstance(n_queries, int) or n_queries < 0:
             raise ConfigError(f"n_queries must be an int >= 0, got {n_queries!r}")
         ok = isinstance(stw_s, int | float) and not isinstance(stw_s, bool)
         if not (ok and math.isfinite(stw_s) and stw_s > 0):
             raise ConfigError(f"stw_s must be a finite number > 0 (seconds), got {stw_s!r}")
+        if not isinstance(archive, bool):
+            raise ConfigError(f"archive must be True or False, got {archive!r}")
         self.n_queries = n_queries
         self.stw_s = float(stw_s)
         self._series = {s: _Series() for s in SERIES}
+        self._archive = {s: _Series() for s in ARCHIVED} if archive else None
         self._processed = np.full(n_queries, -math.inf)
         self._newest = -math.inf
         self._lock = threading.Lock()
@@ -184,6 +210,8 @@ class SourceTimeAccount:
             raise ConfigError("every record needs t1 >= t0 (an interval of source time)")
         with self._lock:
             s.add(q, lo, hi, m)
+            if self._archive is not None and series in self._archive:
+                self._archive[series].add(q, lo, hi, m)
             newest = float(hi.max())
             if newest > self._newest:
                 self._newest = newest
@@ -207,16 +235,51 @@ class SourceTimeAccount:
             q, t0, t1, m = s.arrays()
         if q.size == 0:
             return np.zeros(self.n_queries)
-        a, b = lo_q[q], hi_q[q]
-        width = t1 - t0
-        overlap = np.minimum(t1, b) - np.maximum(t0, a)
-        with np.errstate(over="ignore", invalid="ignore"):
-            share = np.where(
-                width > 0,
-                np.clip(overlap / np.where(width > 0, width, 1.0), 0.0, 1.0),
-                ((t0 >= a) & (t0 < b)).astype(np.float64),
-            )
+        share = _share(t0, t1, lo_q[q], hi_q[q])
         return np.bincount(q, weights=m * share, minlength=self.n_queries)
+
+    def archived_mass(self, series: str, query: Any, lo: Any, hi: Any) -> np.ndarray:
+        """Mass of ``series`` of each ``query[i]`` inside ``[lo[i], hi[i])``, from the archive
+        (every record of the run), shape (N,): one value per (query, interval) given.
+
+        Raises
+        ------
+        ConfigError
+            The account keeps no archive (``archive=False``), ``series`` is not archived
+            (:data:`ARCHIVED`), or the arrays do not match.
+
+        Examples
+        --------
+        >>> acc = SourceTimeAccount(n_queries=2, stw_s=2.0, archive=True)
+        >>> for t in range(10):                           # long after the live part is pruned
+        ...     acc.add("arrived", [0, 1], t, t + 1, [0.5, 0.25])
+        >>> acc.archived_mass("arrived", [0, 1, 0], [0.0, 0.0, 0.5], [1.0, 1.0, 2.0]).tolist()
+        [0.5, 0.25, 0.75]
+        >>> acc.mass("arrived", 0.0, 1.0).tolist()         # the live account forgot it
+        [0.0, 0.0]
+        """
+        if self._archive is None:
+            raise ConfigError(
+                "archived_mass needs an account built with archive=True (it keeps every record "
+                "of the run); this one keeps only the last STWs"
+            )
+        if series not in self._archive:
+            raise ConfigError(f"series must be one of {', '.join(ARCHIVED)}; got {series!r}")
+        qs = np.atleast_1d(np.asarray(query, dtype=np.int64))
+        n = qs.shape[0]
+        a, b = _as_1d("lo", lo, n), _as_1d("hi", hi, n)
+        with self._lock:
+            rq, t0, t1, m = self._archive[series].arrays()
+        out = np.zeros(n)
+        for qi in np.unique(qs):
+            mine = rq == qi
+            want = np.flatnonzero(qs == qi)
+            r0, r1, rm = t0[mine], t1[mine], m[mine]
+            for i in range(0, want.size, _CHUNK):
+                w = want[i : i + _CHUNK]
+                share = _share(r0[None, :], r1[None, :], a[w][:, None], b[w][:, None])
+                out[w] = share @ rm
+        return out
 
     def fraction(self, lo: Any, hi: Any, numerator: str = "results") -> np.ndarray:
         """``numerator`` mass over arrived mass inside ``[lo, hi)``, per query (NaN where

@@ -98,6 +98,9 @@ class QueryCoordinator:
     event_clocks : per query, ``(origin, speed)`` when its feed has its own event clock (a
         replayed file: ``window_start`` is in the data's time, feed time ``(t - origin) /
         speed``), or None (the default for every query: the node's clock).
+    archive : keep every arrived and results record of the run in :attr:`account`
+        (:meth:`~spillway.quality.stw_account.SourceTimeAccount.archived_mass`: each result
+        window's SIC against the mass that arrived in it, after the run).
 
     Raises
     ------
@@ -119,8 +122,9 @@ class QueryCoordinator:
         windows_s: Any = 1.0,
         epoch_s: float | None = None,
         event_clocks: Any = None,
+        archive: bool = False,
     ) -> None:
-        self.account = SourceTimeAccount(n_queries, stw_s)
+        self.account = SourceTimeAccount(n_queries, stw_s, archive=archive)
         windows = np.broadcast_to(np.asarray(windows_s, dtype=np.float64), (n_queries,))
         if not (np.isfinite(windows).all() and (windows > 0).all()):
             raise ConfigError(f"windows_s must be > 0 (seconds), got {windows_s!r}")

@@ -254,6 +254,9 @@ class Node:
     log_level : Spark's log level (``"ERROR"``, ``"WARN"``, ...) for the session the node
         creates (set before it starts, so its own start-up warnings are filtered too), or set
         on the given ``spark``; None keeps the session's.
+    keep_source_mass : keep every SIC-mass record of the run (the coordinator's archive), so
+        that after the run each result window's SIC can be set against the mass that arrived
+        in it (:mod:`spillway.run_exact`); off by default (it grows with the run).
     """
 
     def __init__(
@@ -267,6 +270,7 @@ class Node:
         epoch_s: float | None = None,
         on_batch: Callable[[str, int], None] | None = None,
         log_level: str | None = None,
+        keep_source_mass: bool = False,
     ) -> None:
         if not isinstance(config, NodeConfig):
             raise ConfigError(f"config must be a NodeConfig, got {type(config).__name__}")
@@ -292,6 +296,9 @@ class Node:
                 f"log_level must be a Spark log level name or None, got {log_level!r}"
             )
         self._log_level = log_level
+        if not isinstance(keep_source_mass, bool):
+            raise ConfigError(f"keep_source_mass must be True or False, got {keep_source_mass!r}")
+        self._keep_source_mass = keep_source_mass
         if spark is not None and log_level is not None:
             spark.sparkContext.setLogLevel(log_level)
         config.check_feeds()  # a bad feed, option or file fails here, before Spark starts
@@ -477,6 +484,7 @@ class Node:
             cfg.stw_s,
             windows_s=[q.window_s for q in cfg.queries],
             event_clocks=clocks,
+            archive=self._keep_source_mass and not calibrating,
         )
         self.coordinator = coordinator
         controller = NodeController(
@@ -589,9 +597,10 @@ class Node:
         exc = q.exception()
         return None if exc is None else str(exc)
 
-    def _stop_queries(self, drain_s: float = 30.0) -> None:
+    def _stop_queries(self, drain_s: float = 30.0, *, keep_channel: bool = False) -> None:
         """Stop the streaming queries: first let the batches in flight finish (the controller
         hands out no new data), then stop; interrupting a running batch makes Spark log errors.
+        ``keep_channel`` leaves the control channel open (:meth:`halt`).
         """
         if self._controller is not None:
             self._controller.pause()
@@ -621,9 +630,19 @@ class Node:
             with contextlib.suppress(Exception):
                 self.spark.streams.removeListener(self._listener)
             self._listener = None
+        if keep_channel:
+            return
         if self._server is not None:
             self._server.close()
         self._server = None
+
+    def halt(self) -> None:
+        """Stop the streaming queries (batches in flight finish first) but keep the control
+        channel and the feeds up, so :meth:`exact_results` can still read the run's input
+        without competing with the streaming queries for the cores; :meth:`stop` ends the rest.
+        """
+        with self._lock:
+            self._stop_queries(keep_channel=True)
 
     def stop(self) -> None:
         """Stop the streaming queries, the channel, the user queries' sinks and (if the node
@@ -646,8 +665,13 @@ class Node:
         duration_s: float,
         on_tick: Callable[[NodeSnapshot], None] | None = None,
         tick_s: float = 1.0,
+        before_stop: Callable[[Node], None] | None = None,
     ) -> None:
         """Start, call ``on_tick(snapshot)`` every ``tick_s`` seconds for ``duration_s``, stop.
+
+        ``before_stop(node)``, when given, is called once the run's time is up and the
+        streaming queries have stopped (:meth:`halt`), before the channel and the session stop
+        (after-run work on the same input, e.g. :meth:`exact_results`); not after a failure.
 
         Raises
         ------
@@ -664,6 +688,10 @@ class Node:
                 self._raise_failed()
                 if on_tick is not None:
                     on_tick(self.snapshot())
+            if before_stop is not None:
+                self.halt()
+                if self.failure is None:
+                    before_stop(self)
         finally:
             self.stop()
         if self.failure is not None:  # a query died during the last tick or the drain
@@ -874,8 +902,9 @@ class Node:
             key_text=pd.Series(texts, index=df.index, dtype=object), window_end_feed_s=end
         )
 
-    def exact_results(self, until_s: float) -> pd.DataFrame:
-        """The exact answers (nothing shed) of every window ending by feed time ``until_s``.
+    def exact_results(self, until_s: float, *, from_s: float = 0.0) -> pd.DataFrame:
+        """The exact answers (nothing shed) of every window ending by feed time ``until_s``
+        (and starting at or after ``from_s``).
 
         A batch Spark job over the keep-all batch read of the spillway source; same columns as
         :meth:`results` (latency and production time are NaN: nothing was streamed).
@@ -896,13 +925,14 @@ class Node:
                     by_window.setdefault(p.windows[i], {}).setdefault(kind, []).append(i)
             for w, kinds in by_window.items():
                 until = math.floor(until_s / w + 1e-9) * w
-                if until <= 0:
+                start = max(math.ceil(from_s / w - 1e-9) * w, 0.0)
+                if until <= start:
                     continue
                 opts = source_options(
                     self._server.address_text,
                     self._server.authkey,
                     p.name,
-                    from_s=0.0,
+                    from_s=start,
                     until_s=until,
                 )
                 ids_w = [i for v in kinds.values() for i in v]
@@ -1023,7 +1053,8 @@ def calibration_round_capacity(
     point (rows within :data:`NEAR_OPERATING_POINT` of ``n*``; at least two of them), else the
     fitted throughput at the operating point, at most the best measured ``rows / duration`` of
     the round's batches (the first :data:`WARMUP_BATCHES` left out; batches with no rows do not
-    count).
+    count). ``per_tuple_s`` is the fitted cost of one row, its kept-tuple and arrived-tuple
+    terms together (nothing is shed while calibrating).
 
     >>> from spillway.control import CostModelConfig, initial_state, observe
     >>> cfg = CostModelConfig(warmup_batches=0)

@@ -125,6 +125,7 @@ class ReplayNode:
         duration_s: float,
         on_tick: Callable[[NodeSnapshot], None] | None = None,
         tick_s: float = 1.0,
+        before_stop: Callable[[ReplayNode], None] | None = None,
     ) -> None:
         self.run_args = (duration_s, tick_s)
         for s in self._snaps:
@@ -135,6 +136,8 @@ class ReplayNode:
             self.ticks += 1
             if on_tick is not None:
                 on_tick(s)
+        if before_stop is not None:
+            before_stop(self)
         self.stopped = True
 
     def stop(self) -> None:

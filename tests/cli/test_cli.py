@@ -296,9 +296,11 @@ def test_cod_runs_the_grouped_workload_unless_told_otherwise() -> None:
     assert cfg("--workload", "grouped").policy == "balance-sic"
 
 
-def test_the_spark_node_factory_logs_spark_warnings(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_spark_node_factory_logs_spark_warnings_and_keeps_source_mass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Spark logs at WARN: its warnings reach spark.log, the terminal filter keeps them off
-    the screen (spillway.sparklog)."""
+    the screen (spillway.sparklog); the node keeps the SIC mass for the exact answers."""
     import spillway.spark.node
     from spillway.cli import RUN_LOG_LEVEL, spark_node
 
@@ -311,7 +313,8 @@ def test_the_spark_node_factory_logs_spark_warnings(monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr(spillway.spark.node, "Node", Recorder)
     cfg = default_node_config()
     spark_node(cfg)
-    assert made == [(cfg, {"log_level": RUN_LOG_LEVEL})] and RUN_LOG_LEVEL == "WARN"
+    assert made == [(cfg, {"log_level": RUN_LOG_LEVEL, "keep_source_mass": True})]
+    assert RUN_LOG_LEVEL == "WARN"
 
 
 # --------------------------------------------------------------------------- bench

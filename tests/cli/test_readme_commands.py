@@ -47,6 +47,8 @@ ELSEWHERE: dict[str, str] = {
     "spillway kafka down": "tests/kafka/test_cli.py",
     "spillway produce clicks --sources 4 --rate 20000 --duration 120": "tests/kafka/test_example.py",
     "spillway run --config spillway/examples/kafka.toml --duration 60": "tests/kafka/test_example.py",
+    "spillway produce fares --feed taxi --rate 20000 --duration 120": "tests/kafka/test_own_query.py",
+    "spillway run --config spillway/examples/own_query.toml --duration 60": "tests/kafka/test_own_query.py",
 }
 
 

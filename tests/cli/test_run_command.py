@@ -43,6 +43,34 @@ def test_run_drives_the_node_and_prints_the_report_path(
     assert summary["intervals"] == 4 and summary["interrupted"] is False
     assert len(summary["queries"]) == 15
     assert (out / "capacity.png").exists() and (out / "results.csv").exists()
+    # the double has no exact job: the keys are there, null, and the report says why
+    assert {"error_mean", "spearman_sic_error"} <= set(summary["queries"][0])
+    assert summary["queries"][0]["error_mean"] is None
+    assert summary["exact"]["computed"] is False
+    assert summary["exact"]["reason"].startswith("the exact job failed")
+    assert (
+        "## Error against the exact answer\n\nNot computed: the exact job failed"
+        in (out / "report.md").read_text()
+    )
+
+
+def test_no_exact_skips_the_exact_job_and_says_so(tmp_path: Path, replay_factory: Factory) -> None:
+    calls: list[object] = []
+    factory = replay_factory(n=6)
+
+    def spy(config: NodeConfig) -> ReplayNode:
+        node = factory(config)
+        run = node.run
+        node.run = lambda *a, **kw: (calls.append(kw.get("before_stop")), run(*a, **kw))[1]  # type: ignore[method-assign]
+        return node
+
+    argv = ["run", "--duration", "4", "--no-exact", "--out", str(tmp_path / "r"), "--no-live"]
+    assert main(argv, node_factory=spy) == 0
+    assert calls == [None]
+    summary = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert summary["exact"]["reason"] == "--no-exact was given"
+    argv = ["run", "--exact-rows", "0", "--out", str(tmp_path / "s")]
+    assert main(argv, node_factory=spy) == 2
 
 
 def test_run_with_the_example_config_and_overrides(

@@ -76,7 +76,7 @@ def test_config_errors_are_found_before_spark_starts(
 class Failing(ReplayNode):
     """A node whose streaming query dies after two ticks, as a crashed Python worker does."""
 
-    def run(self, duration_s, on_tick=None, tick_s=1.0):  # type: ignore[no-untyped-def]
+    def run(self, duration_s, on_tick=None, tick_s=1.0, before_stop=None):  # type: ignore[no-untyped-def]
         for s in self._snaps[:2]:
             self.ticks += 1
             if on_tick is not None:

@@ -44,6 +44,9 @@ def _frame(kind: str, qid: int, values: list, sic: list, t0: float = 10.0, ranks
         ({"seed": -1}, "seed must be a non-negative int"),
         ({"spread_replicas": 0}, "spread_replicas must be an int >= 1"),
         ({"datasets": (), "cov_datasets": (), "top5": False}, "at least one case"),
+        ({"exact_span_s": 0.0}, "exact_span_s must be a finite number > 0"),
+        ({"calibrate_s": -3.0}, "calibrate_s must be a finite number > 0"),
+        ({"fixed_capacity": "yes"}, "fixed_capacity must be True or False"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, match):

@@ -10,8 +10,19 @@ import pytest
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError
 from spillway.experiments import sic_correlation as sc
-from spillway.experiments._spark_runs import check_levels, check_positive, feed_seconds, run_level
+from spillway.experiments._spark_runs import (
+    LevelRun,
+    at_rate,
+    check_levels,
+    check_positive,
+    feed_seconds,
+    input_rate,
+    measure_capacity,
+    measured_overload,
+    run_level,
+)
 from spillway.policies import make_policy
+from spillway.status import IntervalRecord
 
 
 def test_validators_name_the_setting():
@@ -25,6 +36,75 @@ def test_validators_name_the_setting():
 def test_feed_seconds_from_utc_timestamps():
     ts = pd.to_datetime([1_700_000_000.5], unit="s", utc=True)
     assert feed_seconds(ts, 1_700_000_000.0).tolist() == [0.5]
+
+
+def _two_queries(rate: float = 400.0) -> NodeConfig:
+    return NodeConfig(
+        queries=(
+            QuerySpec(name="avg", kind="avg", feed="gaussian", rate=rate),
+            QuerySpec(name="count", kind="count", feed="uniform", rate=3 * rate),
+        ),
+        policy="random",
+        seed=1,
+        stw_s=10.0,
+        overload=2.0,
+    )
+
+
+def test_at_rate_scales_every_query_to_the_total_and_drops_the_calibration():
+    node = at_rate(_two_queries(), 8000.0)
+    assert [q.rate for q in node.queries] == [2000.0, 6000.0]
+    assert input_rate(node) == 8000.0 and node.overload is None
+    with pytest.raises(ConfigError, match="rate must be a finite number > 0, got 0"):
+        at_rate(_two_queries(), 0.0)
+
+
+def _run(history: list[IntervalRecord]) -> LevelRun:
+    return LevelRun(
+        results=pd.DataFrame(), exact=None, ticks=pd.DataFrame(), history=history,
+        until_s=0.0, epoch_s=0.0, ready_s=0.0, wall_s=1.0,
+    )  # fmt: skip
+
+
+def test_measured_overload_reads_the_batches_not_the_config():
+    def rec(t: float, processed: int, batch_s: float) -> IntervalRecord:
+        return IntervalRecord(t=t, capacity_tuples=0.0, arrived_tuples=1000,
+                              admitted_tuples=processed, processed_tuples=processed,
+                              batch_s=batch_s)  # fmt: skip
+
+    # 1000 tuples/s arrive; the batches process 250 rows in 0.5 s: 500/s, so 2x overloaded
+    m = measured_overload(_run([rec(float(t), 250, 0.5) for t in range(10)]), from_s=0.0)
+    assert m["overload_measured"] == pytest.approx(2.0)
+    assert m["kept_fraction"] == pytest.approx(0.25)
+    # a node that keeps up (batches of 1000 rows in 0.4 s) is not overloaded, whatever it was told
+    assert measured_overload(_run([rec(float(t), 1000, 0.4) for t in range(10)]), from_s=0.0)[
+        "overload_measured"] == pytest.approx(0.4)  # fmt: skip
+    # intervals before from_s do not count; nothing measured is NaN, not 0
+    assert math.isnan(measured_overload(_run([rec(1.0, 0, 0.0)]), from_s=0.0)["overload_measured"])
+    assert math.isnan(measured_overload(_run([rec(1.0, 9, 1.0)]), from_s=5.0)["kept_fraction"])
+
+
+@pytest.mark.spark
+def test_measured_capacity_overloads_the_node_and_the_exact_span_is_the_tail(spark):
+    node = _two_queries()
+    cal = measure_capacity(node, spark=spark, calibrate_s=4.0)
+    cap = cal["capacity_tuples_per_s"]
+    assert cap > 0 and cal["rounds"]
+    assert not spark.streams.active  # the calibration node was stopped
+    run = run_level(
+        at_rate(node, 2.0 * cap),
+        spark=spark,
+        duration_s=6.0,
+        policy=make_policy("random", seed=1),
+        exact=True,
+        exact_span_s=3.0,
+    )
+    measured = measured_overload(run, from_s=run.ready_s)
+    assert measured["kept_fraction"] < 0.8  # twice the measured capacity arrives: it sheds
+    assert measured["overload_measured"] > 1.0
+    assert run.exact is not None and len(run.exact)
+    assert run.exact["t"].min() >= run.until_s - 3.0  # feed time of the window start
+    assert run.exact["t"].max() < run.until_s
 
 
 @pytest.mark.spark

@@ -3,6 +3,7 @@ and the cut of each decision read from the log's time index."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import numpy as np
@@ -34,6 +35,8 @@ def opts(kafka_topics):
         ({"format": "xml"}, "'format' must be one of"),
         ({"schema": None}, "'schema' is required"),
         ({"value_column": None}, "'value_column' is required"),
+        ({"value_column": None, "records": "false"}, "'value_column' is required"),
+        ({"records": "maybe"}, "'records' must be true or false"),
         ({"value_column": "fare"}, "'value_column' names 'fare', not a field"),
         ({"key_column": "route"}, "'key_column' names 'route', not a field"),
         ({"maxOffsetsPerTrigger": 5}, "unknown kafka option.*maxOffsetsPerTrigger"),
@@ -88,3 +91,50 @@ def test_overload_cannot_scale_a_topic(opts):
     with pytest.raises(ConfigError, match="'fares' .*overload scales the rates of generated"):
         NodeConfig(queries=(q,), overload=3.0).check_feeds()
     NodeConfig(queries=(q,)).check_feeds()  # without overload the topic is checked and fine
+
+
+#: Each format's messages: two valid (one with fields the parser coerces) and two malformed.
+MESSAGES = {
+    "json": [
+        '{"route": "JFK-LAX", "fare": 12.5, "n": 3, "at": "2026-03-04T07:06:07.25+02:00"}',
+        "not json",
+        '{"route": "say \\"hi\\"", "fare": "7", "n": -4, "at": 1700000000.5, "extra": 1}',
+        '{"route": null, "fare": 1.0, "n": 1, "at": 0}',
+    ],
+    "csv": [
+        "JFK-LAX,12.5,3,2026-03-04T05:06:07.25Z",
+        "A-B,x,1,2026-03-04T05:06:07Z",
+        '"say ""hi""",7,-4,2023-11-14T22:13:20.5+00:00',
+        ",1.0,1,2026-03-04T05:06:07Z",
+    ],
+}
+FIELDS = [
+    {"route": "JFK-LAX", "fare": 12.5, "n": 3,
+     "at": dt.datetime(2026, 3, 4, 5, 6, 7, 250000, tzinfo=dt.UTC)},
+    {"route": 'say "hi"', "fare": 7.0, "n": -4,
+     "at": dt.datetime(2023, 11, 14, 22, 13, 20, 500000, tzinfo=dt.UTC)},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv"])
+def test_records_carry_every_valid_records_fields(opts, kafka_topics, fmt):
+    topic = opts["subscribe"]
+    with KafkaWriter(kafka_topics.conn) as w:
+        w.write(topic, MESSAGES[fmt], partitions=0, timestamps_ms=[1000] * 4)
+    o = {**opts, "startingOffsets": "earliest", "format": fmt,
+         "schema": "route string, fare double, n bigint, at timestamp"}  # fmt: skip
+    del o["value_column"]
+    feed = _feed(**o, records=True)
+    assert (feed.format, feed.schema_ddl, feed.record_fields) == (fmt, o["schema"], True)
+    r = feed.records(0, np.arange(4))
+    good = np.array([e is None for e in r["error"]])
+    assert good.tolist() == [True, False, True, False] and r["value"].tolist() == [0.0] * 4
+    back = [json.loads(t) for t in r["raw"][good]]
+    for b in back:
+        b["at"] = dt.datetime.fromisoformat(b["at"])
+    assert back == FIELDS
+    assert r["raw"][~good].tolist() == [MESSAGES[fmt][1], MESSAGES[fmt][3]]
+    # without records (the built-in queries): raw only for the malformed, the value column read
+    plain = _feed(**{**o, "value_column": "fare"}).records(0, np.arange(4))
+    assert plain["raw"].tolist() == [None, MESSAGES[fmt][1], None, MESSAGES[fmt][3]]
+    assert plain["value"].tolist() == [12.5, 0.0, 7.0, 0.0]

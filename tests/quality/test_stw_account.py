@@ -139,3 +139,46 @@ def test_errors_name_the_problem():
         acc.add("arrived", [0, 0], 0.0, 1.0, [1.0, 1.0, 1.0])
     with pytest.raises(ConfigError, match=r"query ids must be in 0..0, got \[5\]"):
         acc.set_processed([5], 1.0)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 2),
+            st.floats(0, 50, allow_nan=False),
+            st.floats(0, 5, allow_nan=False),
+            st.floats(0, 1, allow_nan=False),
+        ),
+        max_size=30,
+    ),
+    st.lists(st.tuples(st.integers(0, 2), st.floats(-5, 55), st.floats(0, 10)), max_size=8),
+)
+def test_archived_mass_is_the_overlap_weighted_sum_of_every_record(records, windows):
+    acc = SourceTimeAccount(n_queries=3, stw_s=2.0, archive=True)  # the live part prunes
+    recs = [(q, t0, t0 + d, m) for q, t0, d, m in records]
+    for q, t0, t1, m in recs:
+        acc.add("arrived", q, t0, t1, m)
+    if not windows:
+        return
+    q, lo, width = (np.array(x) for x in zip(*windows, strict=True))
+    got = acc.archived_mass("arrived", q, lo, lo + width)
+    want = [_brute(recs, 3, a, a + w)[i] for i, a, w in windows]
+    assert got == pytest.approx(want, abs=1e-9)
+
+
+def test_the_archive_keeps_arrived_and_results_only_and_must_be_asked_for():
+    acc = SourceTimeAccount(n_queries=1, stw_s=1.0, archive=True)
+    for t in range(20):
+        acc.add("results", 0, t, t + 1, 0.5)
+        acc.add("admitted", 0, t, t + 1, 0.5)
+    assert acc.archived_mass("results", [0], [0.0], [2.0]).tolist() == [1.0]
+    assert acc.mass("results", 0.0, 2.0).tolist() == [0.0]  # pruned from the live part
+    with pytest.raises(ConfigError, match="series must be one of arrived, results; got 'admitted'"):
+        acc.archived_mass("admitted", [0], [0.0], [1.0])
+    with pytest.raises(ConfigError, match="hi must be one value or one per record"):
+        acc.archived_mass("results", [0, 0], [0.0, 1.0], [1.0, 2.0, 3.0])
+    with pytest.raises(ConfigError, match="archived_mass needs an account built with archive"):
+        SourceTimeAccount(n_queries=1, stw_s=1.0).archived_mass("arrived", [0], [0.0], [1.0])
+    with pytest.raises(ConfigError, match="archive must be True or False, got 1"):
+        SourceTimeAccount(n_queries=1, stw_s=1.0, archive=1)  # type: ignore[arg-type]
