@@ -82,15 +82,9 @@ OPTIONS = (
 
 def _local_broker() -> str:
     """The address of the broker ``spillway kafka up`` runs (its default folder)."""
-    from spillway.kafka import broker
+    from spillway.kafka.broker import local_connection
 
-    state = broker.read_state(broker.default_data_dir())
-    if state is None:
-        raise KafkaClientError(
-            "kafka option 'kafka.bootstrap.servers' is not set and no local broker runs: start "
-            "one with 'spillway kafka up' or set the option (as for Spark's Kafka source)"
-        )
-    return state.connection().bootstrap_servers
+    return local_connection().bootstrap_servers
 
 
 class KafkaFeed(LogFields, Feed):

@@ -91,7 +91,7 @@ from spillway.spark.queries import (
     query_kind,
     with_key_dtype,
 )
-from spillway.spark.user import RECORD_ORIGIN, UserPart, evaluate
+from spillway.spark.user import RECORD_ORIGIN, UserPart, evaluate, firings
 
 #: Columns of :meth:`ResultStore.to_pandas`, in order.
 STORE_COLUMNS: tuple[str, ...] = (
@@ -642,8 +642,9 @@ class ResultSink:
                 pdf: pd.DataFrame = session.sql(self.sql).toPandas()
             else:
                 pdf = _empty_results()
+            fired = firings(rows, self.user) if self.user else None
             for part in self.user:
-                self._user_rows[part.name], book = evaluate(part, rows, batch_id)
+                self._user_rows[part.name], book = evaluate(part, rows, batch_id, fired)
                 books.append(book)
         finally:
             if self.sql is not None:

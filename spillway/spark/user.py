@@ -47,7 +47,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -154,16 +154,27 @@ def input_rows(rows: DataFrame, part: UserPart) -> DataFrame:
     return mine.select(fields, *RECORD_ORIGIN, *common).select("_record.*", "*").drop("_record")
 
 
-def firings(inp: DataFrame) -> pd.DataFrame:
-    """Per window of the input: ``window_start`` (µs), ``sic_in`` (the window's SIC mass),
-    ``n_in`` and ``last_arrival_ts`` (µs), one small Spark job."""
-    agg = inp.groupBy("window_start").agg(
-        F.sum("sic").alias("sic_in"),
-        F.count(F.lit(1)).alias("n_in"),
-        F.unix_micros(F.max("arrival_ts")).alias("last_arrival_ts"),
+def firings(rows: DataFrame, parts: Sequence[UserPart]) -> pd.DataFrame:
+    """Per user query and window of its rows: ``query_id``, ``window_start`` (µs), ``sic_in``
+    (the window's SIC mass), ``n_in`` and ``last_arrival_ts`` (µs); ONE small Spark job for
+    every user query of the batch."""
+    t = F.unix_micros("event_ts")
+    length = F.lit(parts[0].window_us)
+    for p in parts[1:]:
+        length = F.when(F.col("query_id") == p.query_id, F.lit(p.window_us)).otherwise(length)
+    agg = (
+        rows.filter(F.col("query_id").isin([p.query_id for p in parts]))
+        .withColumn("window_start", t - F.pmod(t, length))
+        .groupBy("query_id", "window_start")
+        .agg(
+            F.sum("sic").alias("sic_in"),
+            F.count(F.lit(1)).alias("n_in"),
+            F.unix_micros(F.max("arrival_ts")).alias("last_arrival_ts"),
+        )
     )
-    pdf: pd.DataFrame = agg.withColumn("window_start", F.unix_micros("window_start")).toPandas()
-    return pdf.astype({"window_start": "int64", "last_arrival_ts": "int64", "n_in": "int64"})
+    pdf: pd.DataFrame = agg.toPandas()
+    types = {"query_id": "int32", "window_start": "int64", "last_arrival_ts": "int64"}
+    return pdf.astype({**types, "n_in": "int64"}).sort_values(["query_id", "window_start"])
 
 
 def share_sic(out: pd.DataFrame, fired: pd.DataFrame, *, query: str) -> pd.DataFrame:
@@ -189,8 +200,11 @@ def share_sic(out: pd.DataFrame, fired: pd.DataFrame, *, query: str) -> pd.DataF
     return out.assign(sic=ws.map(mass).to_numpy(dtype=np.float64) / n_out.to_numpy())
 
 
-def evaluate(part: UserPart, rows: DataFrame, batch_id: int) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Run one user query on one batch.
+def evaluate(
+    part: UserPart, rows: DataFrame, batch_id: int, fired: pd.DataFrame | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run one user query on one batch (``fired``: the batch's :func:`firings`, computed here
+    when not given).
 
     Returns
     -------
@@ -217,7 +231,8 @@ def evaluate(part: UserPart, rows: DataFrame, batch_id: int) -> tuple[pd.DataFra
             f"{', '.join(out.columns)}); group by window_start or select it, so each result "
             "row belongs to its window"
         )
-    fired = firings(inp)
+    fired = firings(rows, [part]) if fired is None else fired
+    fired = fired[fired["query_id"] == part.query_id].reset_index(drop=True)
     out = out.drop("sic") if "sic" in out.columns else out
     res = out.withColumn("window_start", F.unix_micros("window_start")).toPandas()
     res = share_sic(res, fired, query=part.name)
