@@ -50,6 +50,9 @@ Registered:
   uniform and cod shedding on the taxi, tasks and packets workloads;
 - ``cod-latency`` (:mod:`~spillway.experiments.cod_latency`): CoD Figs. 7-8, window latency and
   rows/s of normal processing, uniform and cod shedding of a grouped query on Spark;
+- ``kafka-overload`` (:mod:`~spillway.experiments.kafka_overload`): user queries (the README's
+  and a stream-stream join) over three Kafka topics at 3x the measured capacity, each window's
+  error against the exact answer beside its SIC, and a replay from the checkpoint;
 - ``overload`` (:mod:`~spillway.experiments.overload`): every policy at 3x and 10x overload on
   generated feeds and on Kafka topics produced live, beside plain Spark's Kafka source;
 - ``sic-correlation`` (:mod:`~spillway.experiments.sic_correlation`): THEMIS Figs. 6-7 / DISSP
@@ -82,7 +85,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, kafka-overload, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -97,6 +100,7 @@ from spillway.experiments import (
     cost_quality,
     federated_fairness,
     fragment_mix,
+    kafka_overload,
     overhead,
     overload,
     related_work,
@@ -113,6 +117,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "cod-drift": cod_drift,
     "cod-accuracy": cod_accuracy,
     "cod-latency": cod_latency,
+    "kafka-overload": kafka_overload,
     "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,

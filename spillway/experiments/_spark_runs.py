@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spillway.config import NodeConfig
+from spillway.config import USER_KIND, NodeConfig
 from spillway.errors import ConfigError, SpillwayError
 from spillway.policies.base import Policy
 from spillway.progress import report
@@ -87,6 +87,9 @@ class LevelRun:
     rate_scale : factor the node applied to every configured rate.
     batches : per plan, the measured micro-batches (rows, duration) the listener saw.
     attempts : starts it took (see ``retries`` of :func:`run_level`).
+    user : per user query, its result rows (``Node.user_results``).
+    user_exact : per user query, its function over everything that arrived in the windows of
+        the exact answers (``Node.exact_user_results``), when ``exact`` was asked.
     """
 
     results: pd.DataFrame
@@ -101,6 +104,8 @@ class LevelRun:
     rate_scale: float = 1.0
     batches: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     attempts: int = 1
+    user: dict[str, pd.DataFrame] = field(default_factory=dict)
+    user_exact: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
 def input_rate(node: NodeConfig) -> float:
@@ -165,6 +170,23 @@ def measure_capacity(
         report(f"measured capacity: {cal['capacity_tuples_per_s']:,.0f} tuples/s of batch time")
         return dict(cal)
     raise AssertionError("unreachable")  # the loop returns or raises
+
+
+def batch_capacity(run: LevelRun, *, skip: int = 2) -> float:
+    """Rows processed per second of micro-batch time over a run's batches after the first
+    ``skip`` (a node shedding an input above its capacity works at its capacity: this is it).
+
+    >>> lr = LevelRun(results=pd.DataFrame(), exact=None, ticks=pd.DataFrame(), history=[],
+    ...               until_s=0.0, epoch_s=0.0, ready_s=0.0, wall_s=0.0,
+    ...               batches={"p": [{"rows": 1, "duration_s": 9}] * 2
+    ...                             + [{"rows": 300, "duration_s": 0.5}] * 2})
+    >>> batch_capacity(lr)
+    600.0
+    """
+    batches = [b for plan in run.batches.values() for b in plan][skip:]
+    secs = sum(float(b["duration_s"]) for b in batches)
+    rows = sum(int(b["rows"]) for b in batches)
+    return rows / secs if secs > 0 else math.nan
 
 
 def measured_overload(run: LevelRun, *, from_s: float) -> dict[str, float]:
@@ -359,10 +381,14 @@ def _run_once(
         batches = {p: node.controller.batches(p) for p in node.plans}
         exact_df = None
         until = 0.0
+        users = [q.name for q in config.queries if q.kind == USER_KIND]
+        user = {name: node.user_results(name) for name in users}
+        user_exact: dict[str, pd.DataFrame] = {}
         if exact:
             until = float(math.floor(feed_end))
             start = 0.0 if exact_span_s is None else max(0.0, until - exact_span_s)
             exact_df = _with_time(node.exact_results(until, from_s=start), config, epoch)
+            user_exact = {n: node.exact_user_results(n, until, from_s=start) for n in users}
     finally:
         node.stop()
     return LevelRun(
@@ -378,6 +404,8 @@ def _run_once(
         rate_scale=node.rate_scale,
         batches=batches,
         attempts=attempt + 1,
+        user=user,
+        user_exact=user_exact,
     )
 
 

@@ -52,7 +52,13 @@ import numpy as np
 
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError, UnknownNameError
-from spillway.experiments._spark_runs import LevelRun, check_positive, experiment_spark, run_level
+from spillway.experiments._spark_runs import (
+    LevelRun,
+    batch_capacity,
+    check_positive,
+    experiment_spark,
+    run_level,
+)
 from spillway.experiments.checks import Check, compare, every
 from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.progress import report
@@ -229,14 +235,6 @@ def _guarded(fn: Any) -> dict[str, Any]:
         return {"error": " ".join(str(e).split())[:300]}
 
 
-def _capacity_of(lr: LevelRun, cfg: OverloadConfig) -> float:
-    """Rows processed per second of micro-batch time over the measured part of a run."""
-    batches = [b for plan in lr.batches.values() for b in plan][2:]
-    secs = sum(float(b["duration_s"]) for b in batches)
-    rows = sum(int(b["rows"]) for b in batches)
-    return rows / secs if secs > 0 else math.nan
-
-
 def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict[str, Any]]]:
     """The generated-feed runs; (measured capacity, one dict per run).
 
@@ -247,7 +245,7 @@ def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict
     report(f"overload: generated capacity, {GENERATED_PROBE:,.0f} tuples/s offered")
     probe = run_level(node_config(cfg, "balance-sic", GENERATED_PROBE / base_rate()),
                       spark=spark, duration_s=cfg.duration_s)  # fmt: skip
-    capacity = _capacity_of(probe, cfg)
+    capacity = batch_capacity(probe)
     if not (math.isfinite(capacity) and capacity > 0):
         raise SpillwayError("the generated capacity run processed no measured batch")
     runs = []
@@ -414,7 +412,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any, generated_capacity: float) ->
         )
         report(f"overload: kafka capacity, producers at {probe:,.0f} tuples/s")
         lr, produced = _kafka_run(cfg, spark, conn, "balance-sic", probe, "capacity")
-        capacity = _capacity_of(lr, cfg)
+        capacity = batch_capacity(lr)
         if not (math.isfinite(capacity) and capacity > 0):
             raise SpillwayError(
                 f"the Kafka capacity run processed no measured batch ({len(lr.history)} "

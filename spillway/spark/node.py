@@ -121,7 +121,7 @@ from spillway.spark.listener import ProgressListener
 from spillway.spark.observed import observe_source
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
-from spillway.spark.user import UserPart, check_schema, resolve_function
+from spillway.spark.user import UserPart, check_schema, evaluate, resolve_function
 from spillway.status import IntervalRecord, NodeSnapshot, QueryStatus
 
 #: Columns of :meth:`Node.results` and :meth:`Node.exact_results` (``key``: the group of a
@@ -323,6 +323,7 @@ class Node:
         self.dead_letters = DeadLetters([q.name for q in config.queries])
         self._key_texts: dict[str, dict[int, str]] = {}
         self._user_sinks: dict[str, Sink] = {}
+        self._user_parts: list[UserPart] = []
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
         self._phase = "start"
@@ -423,6 +424,7 @@ class Node:
         logs: dict[str, str | None] = {}
         dead_topics: dict[str, Any] = {}
         user_parts: list[UserPart] = []
+        self._user_parts = user_parts
         for layout in self._layout:
             queries = []
             for i in layout.query_ids:
@@ -955,6 +957,50 @@ class Node:
             if c not in out:
                 out[c] = np.nan
         return self._annotate(out)[list(RESULT_COLUMNS)].reset_index(drop=True)
+
+    def exact_user_results(
+        self, query: str, until_s: float, *, from_s: float = 0.0
+    ) -> pd.DataFrame:
+        """The user query ``query``'s function over everything that arrived (nothing shed) in
+        its windows within feed time ``[from_s, until_s)``: a keep-all batch read of the same
+        input (for a topic, the same offsets its time index gives) and the same function;
+        columns as :meth:`user_results` (``batch_id`` -1).
+
+        Raises
+        ------
+        ConfigError
+            ``query`` is not a user query of this node.
+        SpillwayError
+            The node was not started.
+        """
+        part = next((u for u in self._user_parts if u.name == query), None)
+        if part is None:
+            users = [u.name for u in self._user_parts]
+            raise ConfigError(
+                f"{query!r} is not a user query of this node; its user queries: {users}"
+            )
+        if self._server is None:
+            raise SpillwayError(
+                "exact_user_results needs a started node (its feeds serve the read)"
+            )
+        from pyspark.sql import functions as F
+
+        w = part.window_us / 1e6
+        until = math.floor(until_s / w + 1e-9) * w
+        start = max(math.ceil(from_s / w - 1e-9) * w, 0.0)
+        if until <= start:
+            return pd.DataFrame()
+        plan = self._layout[0].name
+        opts = source_options(
+            self._server.address_text, self._server.authkey, plan, from_s=start, until_s=until
+        )
+        rows = self.spark.read.format("spillway").options(**opts).load()
+        rows = rows.filter(F.col("query_id") == part.query_id).filter("error IS NULL").persist()
+        try:
+            res, _ = evaluate(part, rows, -1)
+        finally:
+            rows.unpersist()
+        return res
 
     def snapshot(self) -> NodeSnapshot:
         """The node now: per query rate, kept share, result SIC, p95 latency vs target."""

@@ -1,0 +1,106 @@
+"""kafka-overload: its analysis on realistic measured data, every check on an input that fails
+it, and the per-window error against the exact answer."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from spillway.errors import ConfigError
+from spillway.experiments.kafka_overload import (
+    EXPERIMENT,
+    KafkaOverloadConfig,
+    checks,
+    make_config,
+    window_errors,
+)
+
+CFG = make_config(quick=True)
+
+
+def _windows(sic, slope=-1.0, seed=0):
+    rng = np.random.default_rng(seed)
+    return [{"window_start": i, "sic_window": s, "error": max(0.0, 0.5 + slope * (s - 0.5)
+                                                               + rng.normal(0, 0.02)),
+             "routes": 30, "missing": 2} for i, s in enumerate(sic)]  # fmt: skip
+
+
+def _measured(**over):
+    sic = np.linspace(0.2, 0.6, 20)
+    m = {
+        "capacity_tuples_per_s": 18_000.0,
+        "asked_rate": 54_000.0,
+        "producers": {"produced": 5.1e6, "achieved_rate": 51_000.0},
+        "overload_measured": 2.8,
+        "kept_fraction": 0.35,
+        "latency_s": list(np.linspace(2.0, 6.5, 100)),
+        "query_sic": {"fares": 0.35, "trips": 0.34},
+        "windows": {"fares": _windows(sic), "trips": _windows(sic, seed=1)},
+        "replay_identical": True,
+        "replay_batch": 57,
+        "replay_why": "the replayed batch's rows, values and SIC, equal the first run's",
+    }
+    m.update(over)
+    return m
+
+
+def test_a_realistic_run_reports_the_names_the_issue_fixes(tmp_path):
+    summary = EXPERIMENT.write(CFG, _measured(), tmp_path)
+    assert {"jain", "latency_p95_s", "latency_bound_s", "queries", "replay_identical"} <= set(
+        summary
+    )
+    assert summary["latency_bound_s"] == 8.0 and summary["jain"] > 0.99
+    fares = summary["queries"]["fares"]
+    assert fares["error_mean"] > 0 and fares["sic_mean"] == 0.35
+    assert fares["spearman_sic_error"] < -0.9
+    assert {c["verdict"] for c in summary["checks"]} == {"pass"}
+    assert (tmp_path / "sic_error.png").exists() and (tmp_path / "windows_fares.csv").exists()
+    assert json.loads((tmp_path / "summary.json").read_text())["replay_batch"] == 57
+
+
+@pytest.mark.parametrize(
+    ("change", "name", "verdict"),
+    [
+        ({"latency_s": [20.0] * 10}, "latency_within_bound", "fail"),
+        ({"latency_s": []}, "latency_within_bound", "fail"),
+        ({"overload_measured": 1.5}, "overload_reached_80pct", "fail"),
+        ({"windows": {"fares": _windows(np.linspace(0.2, 0.6, 20), slope=1.0)}},
+         "error_falls_with_sic", "fail"),
+        ({"windows": {"fares": _windows([0.5, 0.51, 0.52, 0.5])}},
+         "error_falls_with_sic", "not applicable"),
+        ({"windows": {}}, "error_falls_with_sic", "not applicable"),
+        ({"replay_identical": False, "replay_why": "the replayed batch differs"},
+         "replay_identical", "fail"),
+        ({"replay_identical": None}, "replay_identical", "not applicable"),
+    ],
+)  # fmt: skip
+def test_every_check_fails_or_does_not_apply_on_its_own_input(change, name, verdict):
+    got = {c.name: c for c in checks(CFG, _measured(**change))}
+    assert got[name].verdict == verdict, got[name].why
+
+
+def test_the_window_error_counts_a_missing_route_as_1_and_compares_sic_mass():
+    t = pd.to_datetime([100, 100, 100, 102], unit="s", utc=True)
+    exact = pd.DataFrame({"window_start": t, "key": [1, 2, 3, 1],
+                          "mean_fare": [10.0, 20.0, 40.0, 8.0], "sic": [0.1] * 4})  # fmt: skip
+    shed = pd.DataFrame({"window_start": t[:2], "key": [1, 2], "mean_fare": [12.0, 20.0],
+                         "sic": [0.05, 0.05]})  # fmt: skip
+    w = window_errors(shed, exact, "mean_fare")
+    assert w["error"].tolist() == pytest.approx([(0.2 + 0 + 1) / 3, 1.0])
+    assert w["sic_window"].tolist() == pytest.approx([0.1 / 0.3, 0.0])
+    assert w["missing"].tolist() == [1, 1]
+    assert window_errors(shed, exact.iloc[:0], "mean_fare").empty
+
+
+@pytest.mark.parametrize(
+    ("kw", "match"),
+    [({"level": 1.0}, "level must be an overload > 1"),
+     ({"warmup_s": 200.0, "duration_s": 100.0}, "must be below duration_s"),
+     ({"trigger_s": 0}, "trigger_s")],
+)  # fmt: skip
+def test_bad_settings_are_refused(kw, match):
+    with pytest.raises(ConfigError, match=match):
+        KafkaOverloadConfig(**kw)
