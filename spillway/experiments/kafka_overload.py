@@ -59,6 +59,7 @@ import pandas as pd
 
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError
+from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
     batch_capacity,
     check_positive,
@@ -218,41 +219,15 @@ def node_config(
 # ------------------------------------------------------------------------------ measuring
 
 
-class _Producers:
-    """One ``spillway produce --feed taxi`` process per topic, ``rate`` tuples/s in all."""
-
-    def __init__(self, conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> None:
-        import subprocess
-        import sys
-
-        self.conn, self.topics, self.t0 = conn, dict(topics), time.monotonic()
-        self.procs = []
-        for i, (role, topic) in enumerate(self.topics.items()):
-            per_source = rate * TOPICS[role] / PARTITIONS
-            cmd = [sys.executable, "-c", "import sys; from spillway.cli import main; "
-                   "sys.exit(main(sys.argv[1:]))", "produce", topic, "--feed", "taxi",
-                   "--sources", str(PARTITIONS), "--rate", f"{per_source:.3f}", "--duration",
-                   "3600", "--seed", str(seed + i), "--bootstrap", conn.bootstrap_servers]  # fmt: skip
-            self.procs.append(
-                subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            )
-
-    def check(self) -> None:
-        if any(p.poll() is not None for p in self.procs):
-            raise SpillwayError("a spillway produce process ended early")
-
-    def stop(self) -> dict[str, float]:
-        from spillway.kafka.admin import partition_offsets
-
-        secs = time.monotonic() - self.t0
-        for p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        sent = sum(
-            po.latest for t in self.topics.values() for po in partition_offsets(self.conn, t)
+def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> Producers:
+    """One ``spillway produce --feed taxi`` per topic, ``rate`` tuples/s in all."""
+    loads = {
+        topic: TopicLoad(
+            feed="taxi", sources=PARTITIONS, per_source=rate * TOPICS[role] / PARTITIONS
         )
-        return {"produced": float(sent), "achieved_rate": sent / secs if secs > 0 else math.nan}
+        for role, topic in topics.items()
+    }
+    return Producers(conn, loads, seed)
 
 
 def _topics(conn: Any, tag: str) -> dict[str, str]:
@@ -318,7 +293,7 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         conn = state.connection()
         report(f"kafka-overload: capacity, producers at {PROBE_RATE:,.0f} tuples/s")
         topics = _topics(conn, "probe")
-        producers = _Producers(conn, topics, PROBE_RATE, cfg.seed)
+        producers = _producers(conn, topics, PROBE_RATE, cfg.seed)
         try:
             probe = run_level(node_config(cfg, topics, conn, f"{tmp}/probe"), spark=spark,
                               duration_s=cfg.probe_s, on_tick=lambda _t: producers.check())  # fmt: skip
@@ -332,7 +307,7 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         report(f"kafka-overload: {cfg.level:g}x of {capacity:,.0f} tuples/s, {cfg.duration_s:g} s")
         topics = _topics(conn, "run")
         node = node_config(cfg, topics, conn, f"{tmp}/run")
-        producers = _Producers(conn, topics, rate, cfg.seed)
+        producers = _producers(conn, topics, rate, cfg.seed)
         try:
             lr = run_level(node, spark=spark, duration_s=cfg.duration_s, exact=True,
                            exact_span_s=cfg.exact_span_s,

@@ -39,8 +39,6 @@ Examples
 from __future__ import annotations
 
 import math
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Mapping
@@ -52,6 +50,7 @@ import numpy as np
 
 from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError, UnknownNameError
+from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
     LevelRun,
     batch_capacity,
@@ -262,51 +261,17 @@ def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict
     return capacity, runs
 
 
-class _Producers:
-    """One ``spillway produce`` process per query, at ``rate`` tuples/s in all (split as the
-    workload's base rates), until :meth:`stop`, which returns what the log received: records
-    (the topics' end offsets) over the seconds the producers ran, beside the rate asked."""
-
-    def __init__(self, conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> None:
-        if not (math.isfinite(rate) and rate > 0):
-            raise SpillwayError(f"the producers' rate must be > 0 tuples/s, got {rate!r}")
-        self.conn, self.topics, self.rate = conn, dict(topics), float(rate)
-        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-        self.t0 = time.monotonic()
-        for name, (feed, options, base) in QUERIES.items():
-            per_source = rate * base / base_rate()
-            cmd = [sys.executable, "-c", "import sys; from spillway.cli import main; "
-                   "sys.exit(main(sys.argv[1:]))", "produce", topics[name], "--feed", feed,
-                   "--sources", str(N_SOURCES), "--rate", f"{per_source:.3f}", "--duration",
-                   "3600", "--seed", str(seed), "--bootstrap", conn.bootstrap_servers]  # fmt: skip
-            for k, v in options.items():
-                cmd += ["--feed-option", f"{k}={v}"]
-            self.procs.append(
-                (name, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
-            )
-
-    def check(self) -> None:
-        """Raise if a producer has died."""
-        for name, p in self.procs:
-            if p.poll() is not None:
-                err = (p.stderr.read() if p.stderr else b"").decode(errors="replace")
-                raise SpillwayError(
-                    f"spillway produce for {name} ended ({p.returncode}): {err.strip()[-300:]}"
-                )
-
-    def stop(self) -> dict[str, Any]:
-        from spillway.kafka.admin import partition_offsets
-
-        secs = time.monotonic() - self.t0
-        for _, p in self.procs:
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-        sent = sum(
-            po.latest for t in self.topics.values() for po in partition_offsets(self.conn, t)
-        )
-        return {"produced": int(sent), "asked_rate": self.rate,
-                "achieved_rate": sent / secs if secs > 0 else math.nan}  # fmt: skip
+def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> Producers:
+    """One ``spillway produce`` per query's topic, ``rate`` tuples/s in all (split as the
+    workload's base rates)."""
+    if not (math.isfinite(rate) and rate > 0):
+        raise SpillwayError(f"the producers' rate must be > 0 tuples/s, got {rate!r}")
+    loads = {
+        topics[name]: TopicLoad(feed=feed, options=options, sources=N_SOURCES,
+                                per_source=rate * base / base_rate())
+        for name, (feed, options, base) in QUERIES.items()
+    }  # fmt: skip
+    return Producers(conn, loads, seed)
 
 
 def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: float,
@@ -318,7 +283,7 @@ def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: fl
         create_topic(conn, t, partitions=N_SOURCES)
     name = policy if isinstance(policy, str) else policy.name
     node = node_config(cfg, name, 1.0, topics=topics, conn=conn)
-    producers = _Producers(conn, topics, rate, cfg.seed)
+    producers = _producers(conn, topics, rate, cfg.seed)
     produced: dict[str, Any] = {}
     try:
         lr = run_level(node, spark=spark, duration_s=cfg.duration_s,
@@ -365,7 +330,7 @@ def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> 
         .option("subscribe", ",".join(topics.values())).option("startingOffsets", "earliest")
         .load().select("topic", "value", "timestamp")
     )  # fmt: skip
-    producers = _Producers(conn, topics, rate, cfg.seed)
+    producers = _producers(conn, topics, rate, cfg.seed)
     query = (
         rows.writeStream.foreachBatch(sink)
         .option("checkpointLocation", ckpt).trigger(processingTime=window).start()

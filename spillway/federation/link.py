@@ -39,7 +39,6 @@ Needs a broker (``spillway kafka up``)::
 
 from __future__ import annotations
 
-import contextlib
 import json
 from types import TracebackType
 from typing import Any
@@ -51,6 +50,7 @@ from spillway.errors import ConfigError, InputDataError, KafkaClientError
 from spillway.kafka.admin import partition_offsets
 from spillway.kafka.connection import KafkaConnection, check_reachable
 from spillway.kafka.reader import RangeReader
+from spillway.kafka.transaction import write_batch
 
 #: Columns every batch of rows must have (the row's query, its window and its SIC).
 LINK_COLUMNS: tuple[str, ...] = ("query_id", "window_start", "sic")
@@ -205,22 +205,11 @@ class LinkWriter:
         values = _rows(rows)
         if batch_id <= self.last_batch:
             return False  # a replay: the batch is in the log already
-        from confluent_kafka import KafkaException
-
-        key = link_key(self.fragment, int(batch_id))
-        p = self._producer
-        try:
-            p.begin_transaction()
-            for v in values:
-                p.produce(self.topic, value=v, key=key, partition=self.partition)
-                p.poll(0)
-            p.commit_transaction(self.timeout_s)
-        except (KafkaException, BufferError) as e:
-            with contextlib.suppress(KafkaException):
-                p.abort_transaction(self.timeout_s)
-            raise KafkaClientError(
-                f"link {self.transactional_id!r} could not commit batch {batch_id}: {e}"
-            ) from None
+        write_batch(
+            self._producer, self.topic, self.partition, link_key(self.fragment, int(batch_id)),
+            values, timeout_s=self.timeout_s,
+            what=f"link {self.transactional_id!r} could not commit batch {batch_id}",
+        )  # fmt: skip
         self.last_batch = int(batch_id)
         return True
 

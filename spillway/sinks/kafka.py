@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from spillway.errors import ConfigError, KafkaClientError
+from spillway.kafka.transaction import write_batch
 from spillway.sinks.base import check_batch_id
 
 #: Columns every batch of a Kafka sink carries.
@@ -149,30 +150,21 @@ class KafkaSink:
         KafkaClientError
             The transaction failed (it is aborted: nothing of the batch is visible).
         """
-        from confluent_kafka import KafkaException, TopicPartition
+        from confluent_kafka import TopicPartition
 
         b = check_batch_id(batch_id)
         values = _values(rows)
         if b <= self.last_batch:
             return False
         key = f"{self.query}@{self.lineage}:{b}"
-        p = self._producer
-        try:
-            p.begin_transaction()
-            for v in values:
-                p.produce(self.topic, value=v, key=key, partition=self.partition)
-                p.poll(0)
-            progress = [TopicPartition(self.topic, self.partition, b + 1)]
-            meta = self._consumer.consumer_group_metadata()
-            p.send_offsets_to_transaction(progress, meta, self.timeout_s)
-            p.commit_transaction(self.timeout_s)
-        except (KafkaException, BufferError) as e:
-            with contextlib.suppress(KafkaException):
-                p.abort_transaction(self.timeout_s)
-            raise KafkaClientError(
-                f"query {self.query!r}: the kafka sink could not commit batch {b} to "
-                f"{self.topic!r}: {e}"
-            ) from None
+        write_batch(
+            self._producer, self.topic, self.partition, key, values,
+            timeout_s=self.timeout_s,
+            what=f"query {self.query!r}: the kafka sink could not commit batch {b} to "
+            f"{self.topic!r}",
+            offsets=[TopicPartition(self.topic, self.partition, b + 1)],
+            group=self._consumer.consumer_group_metadata(),
+        )  # fmt: skip
         self.last_batch = b
         return True
 

@@ -96,7 +96,7 @@ def _never(config: object) -> object:
         ),
         (
             '[[query]]\nname="a"\nkind="median"\nfeed="gaussian"\n',
-            "query kind must be one of avg, avg_all, count, cov, group_avg, max, top5; got 'median'",
+            "query kind must be one of avg, avg_all, count, cov, group_avg, max, top5, user; got 'median'",
         ),
         ("policy = \n[[query]]\n", "is not valid TOML"),
         (

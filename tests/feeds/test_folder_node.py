@@ -81,9 +81,13 @@ def test_a_node_follows_files_written_while_it_runs(spark, tmp_path) -> None:
     bad = [v for v in written if v.startswith("{not json")]
     # every malformed row is set aside once, with its file, lane, offset, row and reason
     assert not everything.duplicated(["partition", "offset"]).any()
-    assert counts["malformed"] == len(bad)  # (a file renamed in just after its cut is late)
+    # A slow batch on a loaded machine may make the node shed (the CI run once shed 3 of 33
+    # malformed rows): the accounting holds over what was admitted, all of it when nothing was.
+    shed = sum(r.arrived_tuples - r.admitted_tuples for r in hist)
+    assert counts["malformed"] <= len(bad) and set(dead["raw"]) <= set(bad)
+    if shed == 0:
+        assert counts["malformed"] == len(bad)  # (a file renamed in just after its cut is late)
     assert dead["error"].str.match(r"row \d+: not JSON").all()
-    assert set(dead["raw"]) == set(bad)
     assert dead["topic"].str.match(r"part-\d{4}\.jsonl").all()
     lines = [
         json.loads(x) for f in (tmp_path / "dead").iterdir() for x in f.read_text().split("\n") if x
@@ -92,12 +96,13 @@ def test_a_node_follows_files_written_while_it_runs(spark, tmp_path) -> None:
     assert {(d["partition"], d["offset"]) for d in lines} == set(
         zip(everything["partition"], everything["offset"], strict=True)
     )
-    # nothing shed: every row written was decided, and every valid one is in a window's input
-    decided = sum(r.query_arrived["fares"] for r in hist if r.processed_tuples > 0)
-    assert decided == len(written)
+    # every row written was decided, and every valid one admitted is in a window's input
+    assert sum(r.arrived_tuples for r in hist) == len(written)
+    assert all(r.admitted_tuples == r.processed_tuples for r in hist)
+    admitted = sum(r.query_admitted["fares"] for r in hist)
     windows = res.drop_duplicates("window_start")
-    assert windows["n_in"].sum() + counts["malformed"] + counts["late"] == decided
-    # every result carries its SIC (THEMIS Eq. 3): nothing shed, so at most 1
+    assert windows["n_in"].sum() + counts["malformed"] + counts["late"] == admitted
+    # every result carries its SIC (THEMIS Eq. 3), never above 1
     assert len(res) > 0 and res["sic"].between(0.0, 1.02, inclusive="right").all()
     sic = [r.query_sic["fares"] for r in hist if np.isfinite(r.query_sic["fares"])]
     assert max(sic, default=0.0) <= 1.02

@@ -11,19 +11,9 @@ from spillway.federation.link import read_link
 from spillway.kafka.admin import partition_offsets
 from spillway.sinks import KafkaSink, make_sink
 from spillway.testing import KafkaTopics
+from tests.sinks.test_sinks import _rows
 
 pytestmark = pytest.mark.kafka
-
-
-def _rows(values, t0=100.0):
-    return pd.DataFrame(
-        {
-            "route": [f"r{i}" for i in range(len(values))],
-            "mean": values,
-            "window_start": pd.to_datetime([t0] * len(values), unit="s", utc=True),
-            "sic": [0.25] * len(values),
-        }
-    )
 
 
 def _written(conn, topic):
@@ -49,7 +39,7 @@ def test_each_batch_reaches_the_topic_once_across_a_restart(kafka_topics: KafkaT
     assert got["mean"].tolist() == [1.0, 2.0, 3.0, 4.0]
     assert got["batch"].tolist() == [0, 0, 1, 2] and set(got["fragment"]) == {"fares@a"}
     assert got["window_start"].iloc[0] == "1970-01-01T00:01:40.000000Z"
-    assert got["sic"].sum() == pytest.approx(1.0)  # each row's SIC counted once
+    assert got["sic"].sum() == pytest.approx(2.0)  # each row's SIC counted once
 
 
 def test_a_run_from_a_fresh_checkpoint_writes_beside_the_earlier_run(kafka_topics):
@@ -90,5 +80,5 @@ def test_the_sink_creates_a_missing_topic_and_spark_parses_its_rows(spark, kafka
         .select("r.*")
     )
     row = df.collect()[0]
-    assert (row["route"], row["mean"], row["sic"]) == ("r0", 7.0, 0.25)
+    assert (row["route"], row["mean"], row["sic"]) == ("r0", 7.0, 0.5)
     assert row["window_start"] == pd.Timestamp(100.0, unit="s").to_pydatetime()

@@ -1,0 +1,85 @@
+"""Kafka topics fed live during a Spark experiment: one ``spillway produce`` process per topic.
+
+Shared by the Kafka experiments (``overload``, ``kafka-overload``): each topic gets its own
+producer process (as a user's ``spillway produce ... &`` would run), at a given rate per
+partition, until :meth:`Producers.stop`, which reports what the log received (the topics' end
+offsets) over the seconds the producers ran: a producer on a 2-core machine shared with Spark
+may not reach its rate, and the overload actually run is then computed from what was sent.
+
+>>> TopicLoad(feed="taxi", per_source=250.0, sources=2).argv("fares", 3)[:6]
+['produce', 'fares', '--feed', 'taxi', '--sources', '2']
+"""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from spillway.errors import SpillwayError
+
+
+@dataclass(frozen=True, kw_only=True)
+class TopicLoad:
+    """What one producer sends: a feed, its settings, tuples/s per source (partition)."""
+
+    feed: str
+    per_source: float
+    sources: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def argv(self, topic: str, seed: int) -> list[str]:
+        """The ``spillway produce`` arguments for ``topic``."""
+        args = ["produce", topic, "--feed", self.feed, "--sources", str(self.sources),
+                "--rate", f"{self.per_source:.3f}", "--duration", "3600", "--seed", str(seed)]  # fmt: skip
+        for k, v in self.options.items():
+            args += ["--feed-option", f"{k}={v}"]
+        return args
+
+
+class Producers:
+    """One ``spillway produce`` process per topic of ``loads`` (``{topic: TopicLoad}``)."""
+
+    def __init__(self, conn: Any, loads: Mapping[str, TopicLoad], seed: int) -> None:
+        for topic, load in loads.items():
+            if not (math.isfinite(load.per_source) and load.per_source > 0):
+                raise SpillwayError(
+                    f"the producer of {topic} needs a rate > 0 tuples/s, got {load.per_source!r}"
+                )
+        self.conn, self.topics = conn, list(loads)
+        self.asked_rate = sum(x.per_source * x.sources for x in loads.values())
+        self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
+        self.t0 = time.monotonic()
+        cli = "import sys; from spillway.cli import main; sys.exit(main(sys.argv[1:]))"
+        for i, (topic, load) in enumerate(loads.items()):
+            cmd = [sys.executable, "-c", cli, *load.argv(topic, seed + i),
+                   "--bootstrap", conn.bootstrap_servers]  # fmt: skip
+            self.procs.append(
+                (topic, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
+            )
+
+    def check(self) -> None:
+        """Raise if a producer has died."""
+        for topic, p in self.procs:
+            if p.poll() is not None:
+                err = (p.stderr.read() if p.stderr else b"").decode(errors="replace")
+                raise SpillwayError(
+                    f"spillway produce for {topic} ended ({p.returncode}): {err.strip()[-300:]}"
+                )
+
+    def stop(self) -> dict[str, Any]:
+        """Stop every producer; what the topics received."""
+        from spillway.kafka.admin import partition_offsets
+
+        secs = time.monotonic() - self.t0
+        for _, p in self.procs:
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+        sent = sum(po.latest for t in self.topics for po in partition_offsets(self.conn, t))
+        return {"produced": int(sent), "asked_rate": self.asked_rate,
+                "achieved_rate": sent / secs if secs > 0 else math.nan}  # fmt: skip
