@@ -175,7 +175,10 @@ class KafkaFeed(LogFields, Feed):
 
     def attach(self, epoch_s: float) -> None:
         """The node's epoch (Unix seconds): feed time ``t`` is record time ``epoch_s + t``."""
-        self.epoch_s = float(epoch_s)
+        with self._lock:
+            if self.epoch_s != float(epoch_s):
+                self._cut_cache.clear()  # cuts are feed times of the previous epoch
+            self.epoch_s = float(epoch_s)
 
     def count(self, t: float) -> np.ndarray:
         """Per partition, the offset before which records arrived by feed time ``t`` (never

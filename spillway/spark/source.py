@@ -888,6 +888,9 @@ def plan_batch_partitions(
     lo_l, hi_l = [], []
     for lane in range(desc.n_lanes):
         feed = cached_feed(desc.feeds[desc.lane_feed[lane]])
+        # a log's time index needs the node's epoch (a worker's copy of the feed has none)
+        if getattr(feed, "epoch_s", None) != desc.epoch_us / 1e6:
+            feed.attach(desc.epoch_us / 1e6)
         s = desc.lane_source[lane]
         lo_l.append(int(feed.count(from_s)[s]))
         hi_l.append(int(feed.count(until_s)[s]))
