@@ -408,7 +408,8 @@ def checks(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> list[Check]
             continue
         rho = spearman_rho(sic[ok], err[ok])
         parts.append(compare(q, rho, "<", 0.0, what=f"{q} Spearman(SIC, error)"))
-    out.append(every("error_falls_with_sic", parts, none_why="no window had an exact answer"))
+    none = "no query had 3 windows with an exact answer whose SIC spans 0.05 or more"
+    out.append(every("error_falls_with_sic", parts, none_why=none))
     replay = measured.get("replay_identical")
     out.append(
         check("replay_identical", bool(replay), str(measured.get("replay_why", "not run")))
