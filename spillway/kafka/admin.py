@@ -237,7 +237,15 @@ def partition_offsets(conn: KafkaConnection, topic: str) -> list[PartitionOffset
     ]
 
 
-_TRANSIENT = {"NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART"}
+_TRANSIENT = {
+    "NOT_LEADER_FOR_PARTITION",
+    "LEADER_NOT_AVAILABLE",
+    "UNKNOWN_TOPIC_OR_PART",
+    # a partition just created: its leader's epoch reaches the broker a moment later (a CI
+    # run once failed on this right after creating a topic)
+    "UNKNOWN_LEADER_EPOCH",
+    "FENCED_LEADER_EPOCH",
+}
 
 
 def _transient(err: Any) -> bool:

@@ -945,7 +945,8 @@ class Node:
                         rows = (
                             df if len(kinds) == 1 else df.filter(F.col("query_id").isin(kind_ids))
                         )
-                        frames.append(exact_results(kind, rows, w).assign(kind=kind))
+                        exact = exact_results(kind, rows, w).assign(kind=kind)
+                        frames.append(self._ending_by(exact, w, until))
                 finally:
                     df.unpersist()
         names = [q.name for q in self.config.queries]
@@ -1000,7 +1001,18 @@ class Node:
             res, _ = evaluate(part, rows, -1)
         finally:
             rows.unpersist()
-        return res
+        return self._ending_by(res, w, until).reset_index(drop=True)
+
+    def _ending_by(self, rows: pd.DataFrame, window_s: float, until_s: float) -> pd.DataFrame:
+        """The rows of windows that end by feed time ``until_s``: the keep-all read takes the
+        tuples that arrived by then, and one arriving exactly at ``until_s`` would otherwise
+        open a window the streaming run had not closed."""
+        if rows.empty:
+            return rows
+        end = self.controller.epoch_s + until_s + 1e-6
+        starts = pd.to_datetime(rows["window_start"], utc=True)
+        unix = (starts - pd.Timestamp(0, tz="UTC")).dt.total_seconds().to_numpy()
+        return rows[unix + window_s <= end]
 
     def snapshot(self) -> NodeSnapshot:
         """The node now: per query rate, kept share, result SIC, p95 latency vs target."""

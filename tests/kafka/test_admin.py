@@ -61,3 +61,14 @@ def test_create_rules(kafka_topics: KafkaTopics, name: str, partitions: int, mat
 def test_unreachable_cluster() -> None:
     with pytest.raises(KafkaClientError, match="127.0.0.1:1 is unreachable"):
         admin.list_topics(KafkaConnection(bootstrap_servers="127.0.0.1:1"))
+
+
+def test_a_new_partitions_leader_epoch_errors_are_retried_not_raised():
+    from confluent_kafka import KafkaError
+
+    from spillway.kafka.admin import _transient
+
+    assert _transient(KafkaError(KafkaError.UNKNOWN_LEADER_EPOCH))
+    assert _transient(KafkaError(KafkaError.FENCED_LEADER_EPOCH))
+    assert not _transient(KafkaError(KafkaError.TOPIC_AUTHORIZATION_FAILED))
+    assert not _transient(None)
