@@ -66,7 +66,10 @@ def test_the_own_query_example_runs_as_shipped(kafka_broker, tmp_path, monkeypat
         assert (got["rides"] > 0).all() and got["mean_fare"].between(0, 500).all()
         assert ((got["sic"] > 0) & (got["sic"] <= 1)).all()
         per_window = got.groupby("window_start")["sic"].sum()
-        assert (per_window <= 2.0 / 10.0 + 1e-6).all()  # a 2 s window of a 10 s STW at most
+        # a 2 s window of a 10 s STW: about 0.2 at most (each tuple's SIC is estimated over the
+        # STW, so a window a little fuller than the mean carries a little more; a CI run saw
+        # 0.2001); a row counted twice would double it
+        assert (per_window <= 1.05 * 2.0 / 10.0).all()
     assert runs[0]["fragment"].iloc[0] != runs[1]["fragment"].iloc[0]  # two lineages
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     (q,) = summary["queries"]

@@ -196,7 +196,7 @@ def test_the_dashboard_shows_the_live_run_and_matches_the_node(
     page.goto(run.ui)
     page.locator("#node-node").wait_for()
     page.wait_for_function(
-        "() => document.querySelector('#node-node').dataset.phase === 'running'", timeout=90_000
+        "() => document.querySelector('#node-node')?.dataset.phase === 'running'", timeout=90_000
     )
     page.wait_for_function(
         "() => document.querySelectorAll('.queries tbody tr').length === 3", timeout=30_000
@@ -238,7 +238,7 @@ def test_the_dashboard_shows_the_live_run_and_matches_the_node(
     # the numbers change as the run goes
     t0 = float(shown["t"])
     page.wait_for_function(
-        f"() => Number(document.querySelector('#node-node').dataset.t) >= {t0 + 3}", timeout=30_000
+        f"() => Number(document.querySelector('#node-node')?.dataset.t) >= {t0 + 3}", timeout=30_000
     )
     later = _page_values(page)
     changed = [

@@ -81,7 +81,7 @@ def test_the_page_shows_calibration_then_the_run_then_its_end(
     assert "Starting Spark" in page.locator(".cal-summary").inner_text()
 
     calibrate(board)
-    page.wait_for_function("() => document.querySelector('.cal-summary').dataset.round === '2'")
+    page.wait_for_function("() => document.querySelector('.cal-summary')?.dataset.round === '2'")
     text = page.locator(".cal-summary").inner_text()
     assert "Round 2 (of at most 5)" in text and "Capacity so far: 1,200 t/s" in text
     assert page.locator(".cal-rounds tbody tr").count() == 1
@@ -89,7 +89,7 @@ def test_the_page_shows_calibration_then_the_run_then_its_end(
 
     for t in (1.0, 2.0, 3.0):
         board.tick(snapshot(t))
-    page.wait_for_function("() => document.querySelector('#node-node').dataset.t === '3'")
+    page.wait_for_function("() => document.querySelector('#node-node')?.dataset.t === '3'")
     assert not page.locator(".calibration").is_visible()
     rows = page.locator(".queries tbody tr")
     assert [rows.nth(i).get_attribute("data-query") for i in range(rows.count())] == list(QUERIES)
@@ -108,11 +108,11 @@ def test_the_page_shows_calibration_then_the_run_then_its_end(
     assert "avg-a (+1 identical)" in legend and "top5-c" in legend and "avg-b" not in legend
 
     board.tick(snapshot(4.0))
-    page.wait_for_function("() => document.querySelector('#node-node').dataset.t === '4'")
+    page.wait_for_function("() => document.querySelector('#node-node')?.dataset.t === '4'")
     assert cell("top5-c", "sic") == "0.290"  # the numbers follow the board
 
     board.finish(snapshot(4.0), report="runs/x/report.md")
-    page.wait_for_function("() => document.querySelector('#node-node').dataset.phase === 'done'")
+    page.wait_for_function("() => document.querySelector('#node-node')?.dataset.phase === 'done'")
     assert "report: runs/x/report.md" in page.locator(".report").inner_text()
 
 
@@ -121,7 +121,7 @@ def test_the_page_reconnects_on_its_own(
 ) -> None:
     board, server = served
     page.goto(server.url)
-    page.wait_for_function("() => document.querySelector('#connection').dataset.state === 'live'")
+    page.wait_for_function("() => document.querySelector('#connection')?.dataset.state === 'live'")
     stop = threading.Event()
 
     def feed() -> None:
@@ -134,7 +134,7 @@ def test_the_page_reconnects_on_its_own(
     thread = threading.Thread(target=feed, daemon=True)
     thread.start()
     try:
-        page.wait_for_function("() => Number(document.querySelector('#node-node').dataset.t) >= 5")
+        page.wait_for_function("() => Number(document.querySelector('#node-node')?.dataset.t) >= 5")
     finally:
         stop.set()
         thread.join()
