@@ -28,6 +28,7 @@ import itertools
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -178,6 +179,28 @@ class KafkaTopics:
         if self.created:
             delete_topics(self.conn, self.created)
         self.created = []
+
+
+def settled_end(
+    conn: KafkaConnection, topic: str, partition: int = 0, timeout_s: float = 20.0
+) -> int:
+    """The end of a partition once every transaction on it is closed and its marker written.
+
+    The transaction coordinator writes a commit marker a moment after commit_transaction
+    returns; until then a read_committed reader stops before that batch. This waits until the
+    last stable offset meets the high watermark (or ``timeout_s`` passes) and returns it.
+    """
+    from spillway.kafka.admin import partition_offsets
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        stable, high = (
+            {p.partition: p.latest for p in partition_offsets(conn, topic, committed=c)}[partition]
+            for c in (True, False)
+        )
+        if stable == high or time.monotonic() > deadline:
+            return stable
+        time.sleep(0.05)
 
 
 try:  # the fixtures need pytest; the helpers above do not

@@ -197,8 +197,14 @@ def partitions_of(conn: KafkaConnection, topic: str) -> list[int]:
     return sorted(t.partitions)
 
 
-def partition_offsets(conn: KafkaConnection, topic: str) -> list[PartitionOffsets]:
+def partition_offsets(
+    conn: KafkaConnection, topic: str, *, committed: bool = True
+) -> list[PartitionOffsets]:
     """Earliest and latest offsets of every partition of ``topic``, by partition id.
+
+    ``committed`` (the default) gives a read_committed reader's view: ``latest`` is the last
+    stable offset, before any open transaction. ``committed=False`` gives the high watermark;
+    the two agree once no transaction is open and every commit marker has been written.
 
     Raises
     ------
@@ -218,7 +224,11 @@ def partition_offsets(conn: KafkaConnection, topic: str) -> list[PartitionOffset
             try:
                 futures = admin.list_offsets(
                     request,
-                    isolation_level=IsolationLevel.READ_COMMITTED,
+                    isolation_level=(
+                        IsolationLevel.READ_COMMITTED
+                        if committed
+                        else IsolationLevel.READ_UNCOMMITTED
+                    ),
                     request_timeout=ADMIN_TIMEOUT_S,
                 )
                 bounds[which] = {tp.partition: f.result().offset for tp, f in futures.items()}

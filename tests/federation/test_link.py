@@ -3,16 +3,14 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
-import time
 
 import pandas as pd
 import pytest
 
 from spillway.errors import ConfigError, InputDataError
 from spillway.federation.link import LinkWriter, parse_key, read_link
-from spillway.kafka.admin import partition_offsets
 from spillway.kafka.writer import KafkaWriter
-from spillway.testing import KafkaTopics
+from spillway.testing import KafkaTopics, settled_end
 
 
 def _batch(b: int, n: int = 3) -> pd.DataFrame:
@@ -23,7 +21,7 @@ def _batch(b: int, n: int = 3) -> pd.DataFrame:
 
 
 def _latest(topics: KafkaTopics, topic: str, partition: int = 0) -> int:
-    return {p.partition: p.latest for p in partition_offsets(topics.conn, topic)}[partition]
+    return settled_end(topics.conn, topic, partition)
 
 
 @pytest.mark.kafka
@@ -91,18 +89,9 @@ def test_a_batch_cut_by_a_crash_is_delivered_once_after_the_restart(
         assert w.last_batch == 0  # the open batch 1 was aborted, not committed
         replay = pd.DataFrame({"query_id": [1] * 4, "window_start": [1.0] * 4, "sic": [0.25] * 4})
         assert w.write(1, replay) is True
-    # The commit markers reach the partition a moment after commit_transaction returns (the
-    # transaction coordinator writes them): until then a read_committed reader stops before
-    # batch 1. Read again until the markers are there (the CI run once read too early).
-    deadline = time.monotonic() + 20.0
-    while True:
-        end = _latest(kafka_topics, topic)
-        committed = read_link(kafka_topics.conn, topic, 0, 0, end)
-        sums = committed.groupby("batch")["sic"].sum().to_dict()
-        if sums == {0: 0.5, 1: 1.0} or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert sums == {0: 0.5, 1: 1.0}
+    end = _latest(kafka_topics, topic)
+    committed = read_link(kafka_topics.conn, topic, 0, 0, end)
+    assert committed.groupby("batch")["sic"].sum().to_dict() == {0: 0.5, 1: 1.0}
     # The aborted rows are in the log: a read_uncommitted reader sees batch 1 twice.
     dirty = read_link(kafka_topics.conn, topic, 0, 0, end, isolation_level="read_uncommitted")
     assert dirty.groupby("batch").size().to_dict() == {0: 1, 1: 8}

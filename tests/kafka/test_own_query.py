@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from spillway.federation.link import read_link
-from spillway.kafka.admin import list_topics, partition_offsets
+from spillway.kafka.admin import list_topics
+from spillway.testing import settled_end
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
 
@@ -46,7 +47,7 @@ def test_the_own_query_example_runs_as_shipped(kafka_broker, tmp_path, monkeypat
             cwd=tmp_path, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert script.returncode == 0, script.stderr[-3000:]
-        after_script = partition_offsets(conn, "fares-mean")[0].latest
+        after_script = settled_end(conn, "fares-mean")
         toml = subprocess.run(
             [sys.executable, "-c", CLI, "run", "--config", str(EXAMPLES / "own_query.toml"),
              "--duration", "14", "--no-live", "--out", str(tmp_path / "out")],
@@ -58,7 +59,7 @@ def test_the_own_query_example_runs_as_shipped(kafka_broker, tmp_path, monkeypat
         producer.kill()
         producer.wait(timeout=60)
     assert still_sending
-    rows = read_link(conn, "fares-mean", 0, 0, partition_offsets(conn, "fares-mean")[0].latest)
+    rows = read_link(conn, "fares-mean", 0, 0, settled_end(conn, "fares-mean"))
     runs = [rows[rows["offset"] < after_script], rows[rows["offset"] >= after_script]]
     for got in runs:  # the script's run, then the config file's (a fresh checkpoint each)
         assert len(got) > 0 and got["fragment"].nunique() == 1

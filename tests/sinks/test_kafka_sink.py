@@ -8,16 +8,15 @@ import pytest
 
 from spillway.errors import ConfigError
 from spillway.federation.link import read_link
-from spillway.kafka.admin import partition_offsets
 from spillway.sinks import KafkaSink, make_sink
-from spillway.testing import KafkaTopics
+from spillway.testing import KafkaTopics, settled_end
 from tests.sinks.test_sinks import _rows
 
 pytestmark = pytest.mark.kafka
 
 
 def _written(conn, topic):
-    end = partition_offsets(conn, topic)[0].latest
+    end = settled_end(conn, topic)
     return read_link(conn, topic, 0, 0, end)
 
 
