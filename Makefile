@@ -46,7 +46,7 @@ typecheck: $(STAMP)
 	$(BIN)/mypy
 
 unit: setup browser
-	$(BIN)/python -m pytest -q -m "not slow" --timeout=900
+	$(BIN)/python -m pytest -q -m "not slow" --timeout=900 --durations=30
 
 test: lint typecheck unit
 
