@@ -14,13 +14,19 @@ Set-up: a broker on 127.0.0.1 (its own folder) and three topics, each fed by its
 - ``pickups`` and ``dropoffs``: a stream-stream join (:func:`route_join`): per window, the
   routes seen on both topics and their mean fare over both.
 
-Steps: (1) the capacity: the node sheds the topics produced far above what it can process, and
-its rows processed per second of micro-batch time are the capacity; (2) the run: fresh topics
-produced at ``level`` (3) times that capacity together, the node shedding with BALANCE-SIC for
-``duration_s``; (3) the exact answers: the same functions over everything that arrived in the
-windows of the last ``exact_span_s`` seconds (a keep-all batch read of the same topic offsets);
-(4) the replay: the checkpoint's last batch is marked unfinished (its commit file removed) and
-a node restarted from the checkpoint runs it again; its results must equal the first run's.
+Steps: (1) the capacity: the node sheds the topics produced far above what it can process
+(:data:`PROBE_RATE`), and its rows processed per second of micro-batch time are a first
+capacity; (2) the capacity under load: fresh topics produced at ``level`` times that first
+figure, measured the same way (the producers and the broker share the node's cores, so the
+node processes less while they send at the run's rate); (3) the run: fresh topics produced at
+``level`` (3) times the capacity under load together, the node shedding with BALANCE-SIC for
+``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
+same functions over everything that arrived in the windows of the last ``exact_span_s`` seconds
+(a keep-all batch read of the same topic offsets); (5) the restart: the checkpoint is left as a
+driver killed right after its sinks wrote the last batch would leave it, and a new Python
+process restarts the node from it (:mod:`spillway.experiments._kafka_replay`); the sinks must
+then hold each result once, with the run's values and SIC, and the batch run again must give
+the same rows.
 
 Per query: window SIC (the result's SIC mass over the exact answer's, the mass of everything
 that arrived), window error (mean over the exact answer's routes of the relative error of the
@@ -49,7 +55,7 @@ import math
 import tempfile
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from importlib.resources import files
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,9 +67,11 @@ from spillway.config import NodeConfig, QuerySpec
 from spillway.errors import ConfigError, SpillwayError
 from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
+    LevelRun,
     batch_capacity,
     check_positive,
     experiment_spark,
+    measured_overload,
     run_level,
 )
 from spillway.experiments.checks import Check, check, compare, every, not_applicable
@@ -73,6 +81,7 @@ from spillway.quality import jain_index
 from spillway.quality.metrics import spearman_rho
 from spillway.reporting import markdown_table
 from spillway.run_report import LATENCY_TRIGGERS
+from spillway.status import IntervalRecord
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -188,9 +197,15 @@ def make_config(quick: bool = False, seed: int = 0) -> KafkaOverloadConfig:
 
 
 def node_config(
-    cfg: KafkaOverloadConfig, topics: Mapping[str, str], conn: Any, checkpoint: str
+    cfg: KafkaOverloadConfig,
+    topics: Mapping[str, str],
+    conn: Any,
+    checkpoint: str,
+    *,
+    sinks: Mapping[str, str] | None = None,
 ) -> NodeConfig:
-    """The two user queries over ``topics`` (``{role: topic name}``) of ``conn``'s cluster."""
+    """The two user queries over ``topics`` (``{role: topic name}``) of ``conn``'s cluster,
+    each writing to a Parquet folder of ``sinks`` (``{query: folder}``) if given."""
     from spillway.spark.user import resolve_function
 
     mean_fare = resolve_function(f"{EXAMPLE}:mean_fare")  # the README's query, as shipped
@@ -204,11 +219,14 @@ def node_config(
     def join(rows: DataFrame) -> DataFrame:
         return route_join(rows, left, right)
 
+    def sink(name: str) -> dict[str, Any] | None:
+        return {"kind": "parquet", "path": sinks[name]} if sinks else None
+
     queries = (
         QuerySpec(name="fares", kind="user", feed="kafka", feed_options=opts(topics["fares"]),
-                  window_s=cfg.trigger_s, function=mean_fare),
+                  window_s=cfg.trigger_s, function=mean_fare, sink=sink("fares")),
         QuerySpec(name="trips", kind="user", feed="kafka", feed_options=opts(f"{left},{right}"),
-                  window_s=cfg.trigger_s, function=join),
+                  window_s=cfg.trigger_s, function=join, sink=sink("trips")),
     )  # fmt: skip
     return NodeConfig(
         queries=queries, policy=cfg.policy, seed=cfg.seed, trigger_s=cfg.trigger_s,
@@ -240,56 +258,42 @@ def _topics(conn: Any, tag: str) -> dict[str, str]:
     return topics
 
 
-def _replay_last_batch(
-    config: NodeConfig, spark: Any, first: Mapping[str, pd.DataFrame], epoch_s: float
-) -> dict[str, Any]:
-    """Mark the checkpoint's last batch unfinished, restart a node from the checkpoint and
-    compare what it gives for that batch with the first run's rows."""
-    from spillway.spark.node import Node
-
-    assert config.checkpoint_dir is not None
-    plans = list(Path(config.checkpoint_dir).glob("run/*/commits"))
-    commits = sorted((p for d in plans for p in d.glob("[0-9]*")), key=lambda p: int(p.name))
-    if not commits:
-        return {"replay_identical": False, "replay_why": "no committed batch to replay"}
-    batch = int(commits[-1].name)
-    # Spark runs again the latest batch of its offset log when the commit log lacks it: make
-    # the last committed batch the latest (a batch the stop cut short is planned anew later)
-    for offsets in (d.parent / "offsets" for d in plans):
-        for f in offsets.glob("[0-9]*"):
-            if int(f.name) > batch:
-                f.unlink()
-    commits[-1].unlink()
-    node = Node(config, spark=spark, epoch_s=epoch_s)  # the run's epoch, as a restart has
+def _phase(
+    cfg: KafkaOverloadConfig,
+    conn: Any,
+    spark: Any,
+    folder: str,
+    tag: str,
+    rate: float,
+    duration_s: float,
+    *,
+    exact: bool = False,
+) -> tuple[LevelRun, dict[str, Any], dict[str, str], NodeConfig]:
+    """Fresh topics fed at ``rate`` tuples/s in all, the node on them for ``duration_s``: the
+    run, what the producers sent, the topics and the node's config."""
+    topics = _topics(conn, tag)
+    sinks = {q: f"{folder}/sink/{q}" for q in VALUES} if exact else None
+    node = node_config(cfg, topics, conn, f"{folder}/{tag}", sinks=sinks)
+    producers = _producers(conn, topics, rate, cfg.seed)
     try:
-        node.start()
-        deadline = time.monotonic() + 180.0
-        while time.monotonic() < deadline:
-            got = {n: node.user_results(n) for n in first}
-            if all(len(g) and (g["batch_id"] == batch).any() for g in got.values()):
-                break
-            time.sleep(0.5)
+        lr = run_level(node, spark=spark, duration_s=duration_s, exact=exact,
+                       exact_span_s=cfg.exact_span_s if exact else None,
+                       on_tick=lambda _t: producers.check())  # fmt: skip
     finally:
-        node.stop()
-    same = []
-    for name, rows in first.items():
-        a = _batch_rows(rows, batch)
-        b = _batch_rows(got[name], batch)
-        same.append(len(a) > 0 and a.equals(b))
-    return {"replay_identical": all(same), "replay_batch": batch,
-            "replay_why": "the replayed batch's rows, values and SIC, equal the first run's"
-            if all(same) else "the replayed batch differs from the first run's"}  # fmt: skip
+        sent = producers.stop()
+    return lr, sent, topics, node
 
 
-def _batch_rows(rows: pd.DataFrame, batch: int) -> pd.DataFrame:
-    if rows.empty or "batch_id" not in rows:
-        return pd.DataFrame()
-    sel = rows[rows["batch_id"] == batch].drop(columns=["batch_id"])
-    return sel.sort_values(["window_start", "key"]).reset_index(drop=True)
+def _capacity(run: LevelRun, what: str) -> float:
+    capacity = batch_capacity(run)
+    if not (math.isfinite(capacity) and capacity > 0):
+        raise SpillwayError(f"the {what} run processed no measured batch")
+    return capacity
 
 
 def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
-    """Capacity, the run with its exact answers, and the replay (see the module docstring)."""
+    """Capacity (twice), the run with its exact answers, and the restart (module docstring)."""
+    from spillway.experiments._kafka_replay import restart
     from spillway.testing import running_broker
 
     spark = spark if spark is not None else experiment_spark(cfg.master)
@@ -297,37 +301,26 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
     with running_broker() as state, tempfile.TemporaryDirectory() as tmp:
         conn = state.connection()
         report(f"kafka-overload: capacity, producers at {PROBE_RATE:,.0f} tuples/s")
-        topics = _topics(conn, "probe")
-        producers = _producers(conn, topics, PROBE_RATE, cfg.seed)
-        try:
-            probe = run_level(node_config(cfg, topics, conn, f"{tmp}/probe"), spark=spark,
-                              duration_s=cfg.probe_s, on_tick=lambda _t: producers.check())  # fmt: skip
-        finally:
-            out["probe"] = producers.stop()
-        capacity = batch_capacity(probe)
-        if not (math.isfinite(capacity) and capacity > 0):
-            raise SpillwayError("the capacity run processed no measured batch")
-        out["capacity_tuples_per_s"] = capacity
+        probe, out["probe_producers"], _, _ = _phase(cfg, conn, spark, tmp, "probe",
+                                                     PROBE_RATE, cfg.probe_s)  # fmt: skip
+        out["capacity_probe_tuples_per_s"] = first = _capacity(probe, "first capacity")
+        report(f"kafka-overload: capacity again, producers at {cfg.level:g}x {first:,.0f}")
+        loaded, out["loaded_producers"], _, _ = _phase(cfg, conn, spark, tmp, "loaded",
+                                                       cfg.level * first, cfg.probe_s)  # fmt: skip
+        out["capacity_tuples_per_s"] = capacity = _capacity(loaded, "loaded capacity")
         rate = cfg.level * capacity
         report(f"kafka-overload: {cfg.level:g}x of {capacity:,.0f} tuples/s, {cfg.duration_s:g} s")
-        topics = _topics(conn, "run")
-        node = node_config(cfg, topics, conn, f"{tmp}/run")
-        producers = _producers(conn, topics, rate, cfg.seed)
-        try:
-            lr = run_level(node, spark=spark, duration_s=cfg.duration_s, exact=True,
-                           exact_span_s=cfg.exact_span_s,
-                           on_tick=lambda _t: producers.check())  # fmt: skip
-        finally:
-            out["producers"] = producers.stop()
+        lr, out["producers"], topics, node = _phase(cfg, conn, spark, tmp, "run", rate,
+                                                    cfg.duration_s, exact=True)  # fmt: skip
         out["asked_rate"] = rate
         start = lr.ready_s + cfg.warmup_s
+        load = measured_overload(lr, from_s=start)
+        out["arrived_tuples_per_s"] = load["arrived_tuples_per_s"]
+        out["run_capacity_tuples_per_s"] = load["capacity_measured_tuples_per_s"]
+        out["overload_measured"] = load["arrived_tuples_per_s"] / capacity
+        out["kept_fraction"] = load["kept_fraction"]
         hist = [r for r in lr.history if r.t >= start and r.processed_tuples > 0]
-        span = max(max((r.t for r in hist), default=start) - start, cfg.trigger_s)
-        arrived = sum(r.arrived_tuples for r in hist)
-        out["overload_measured"] = arrived / span / capacity
-        out["kept_fraction"] = (
-            sum(r.admitted_tuples for r in hist) / arrived if arrived else math.nan
-        )
+        out["intervals"] = [_interval(r) for r in lr.history if r.t >= start]
         book = lr.results[lr.results["t"] >= start]
         out["latency_s"] = book["latency_s"].dropna().tolist()
         out["query_sic"] = {
@@ -339,13 +332,21 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
                              VALUES[q]).to_dict("records")
             for q in VALUES
         }  # fmt: skip
-        report("kafka-overload: replaying the last batch from the checkpoint")
-        try:
-            out.update(_replay_last_batch(node, spark, lr.user, lr.epoch_s))
-        except SpillwayError as e:  # the claim was not shown: a failed check, with the reason
-            why = " ".join(str(e).split())[:300]
-            out.update({"replay_identical": False, "replay_why": f"the replay failed: {why}"})
+        report("kafka-overload: the driver restarted from the checkpoint in a new process")
+        assert node.checkpoint_dir is not None
+        out.update(restart(cfg, topics=topics, bootstrap=conn.bootstrap_servers,
+                           checkpoint=node.checkpoint_dir, sinks=_sinks(node),
+                           epoch_s=lr.epoch_s, first=lr.user, work=f"{tmp}/restart"))  # fmt: skip
     return out
+
+
+def _sinks(node: NodeConfig) -> dict[str, str]:
+    return {q.name: str(q.sink["path"]) for q in node.queries if isinstance(q.sink, Mapping)}
+
+
+def _interval(r: IntervalRecord) -> dict[str, Any]:
+    """One decision of the run as a table row (its per-query dicts left out)."""
+    return {k: v for k, v in asdict(r).items() if not isinstance(v, dict)}
 
 
 def window_errors(shed: pd.DataFrame, exact: pd.DataFrame, value: str) -> pd.DataFrame:
@@ -439,11 +440,18 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         }
         tables[f"windows_{q}.csv"] = [dict(r, query=q) for r in rows]
         series[q] = (sic[ok].tolist(), err[ok].tolist())
+    if measured.get("intervals"):
+        tables["intervals.csv"] = list(measured["intervals"])
     sics = [v["sic_mean"] for v in queries.values() if math.isfinite(v["sic_mean"])]
     values = {
+        "capacity_probe_tuples_per_s": measured.get("capacity_probe_tuples_per_s"),
+        "probe_producers": measured.get("probe_producers"),
         "capacity_tuples_per_s": measured.get("capacity_tuples_per_s"),
+        "loaded_producers": measured.get("loaded_producers"),
         "asked_rate": measured.get("asked_rate"),
         "producers": measured.get("producers"),
+        "arrived_tuples_per_s": measured.get("arrived_tuples_per_s"),
+        "run_capacity_tuples_per_s": measured.get("run_capacity_tuples_per_s"),
         "overload_measured": measured.get("overload_measured"),
         "kept_fraction": measured.get("kept_fraction"),
         "latency_p95_s": float(np.quantile(lat, 0.95)) if lat.size else math.nan,
@@ -452,6 +460,8 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         "queries": queries,
         "replay_identical": measured.get("replay_identical"),
         "replay_batch": measured.get("replay_batch"),
+        "replay_rows": measured.get("replay_rows"),
+        "replay_why": measured.get("replay_why"),
         "paper": PAPER,
     }
     figures = [
@@ -473,19 +483,23 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
 
 def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
     cap = measured.get("capacity_tuples_per_s", math.nan)
+    first = measured.get("capacity_probe_tuples_per_s", math.nan)
     return (
         f"One spillway Node on Spark (`{cfg.master}`), {cfg.policy}, two user queries (the "
         f"README's mean fare per route over `fares`; a stream-stream join of `pickups` and "
         f"`dropoffs`), {cfg.trigger_s:g} s windows = trigger; three topics of {PARTITIONS} "
-        f"partitions fed by `spillway produce --feed taxi` at {cfg.level:g}x the measured "
-        f"capacity ({cap:,.0f} tuples/s) together; {cfg.duration_s:g} s once warm, the first "
-        f"{cfg.warmup_s:g} s not measured; exact answers over the last {cfg.exact_span_s:g} s."
+        f"partitions fed by `spillway produce --feed taxi` at {cfg.level:g}x the capacity "
+        f"measured under load ({cap:,.0f} tuples/s, with the producers at {cfg.level:g}x the "
+        f"{first:,.0f} tuples/s measured with them at {PROBE_RATE:,.0f}) together; "
+        f"{cfg.duration_s:g} s once warm, the first {cfg.warmup_s:g} s not measured; exact "
+        f"answers over the last {cfg.exact_span_s:g} s; results to one Parquet folder per query."
     )
 
 
 _NOTES = (
     "- Spark micro-batches on one 2-core machine that also runs the broker and the producers, "
-    "not THEMIS's engine: the capacity is measured with all of them running.\n"
+    "not THEMIS's engine: the capacity is measured with all of them running, the second time "
+    "with the producers near the run's rate.\n"
     "- The taxi feed is a synthetic stand-in for the NYC taxi data (routes and fares).\n"
     "- Window SIC here is the result's SIC mass over the exact answer's (the keep-all read "
     "spreads a lane's mass evenly over its tuples), not the node's Eq. 4 account."
