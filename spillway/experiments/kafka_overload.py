@@ -158,6 +158,10 @@ class KafkaOverloadConfig:
     probe_s : streaming time of the capacity run.
     warmup_s : the first seconds of the run that are not measured.
     trigger_s : trigger interval = window of both queries.
+    lateness_s : how long after a window ends its records may still arrive (the topics'
+        ``lateness_s``); a window is decided at the first trigger at least this long after
+        its end.
+    headroom : fraction of each trigger interval the node may fill (``NodeConfig.headroom``).
     exact_span_s : the exact answers cover the windows of the last this many seconds.
     seed : seed of the producers.
     master : Spark master URL.
@@ -169,6 +173,8 @@ class KafkaOverloadConfig:
     probe_s: float = 40.0
     warmup_s: float = 20.0
     trigger_s: float = 2.0
+    lateness_s: float = 1.0
+    headroom: float = 0.8
     exact_span_s: float = 60.0
     seed: int = 0
     master: str = "local[2]"
@@ -181,6 +187,9 @@ class KafkaOverloadConfig:
         for name in ("duration_s", "probe_s", "trigger_s", "exact_span_s"):
             check_positive(name, getattr(self, name))
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
+        check_positive("lateness_s", self.lateness_s, allow_zero=True)
+        if not (isinstance(self.headroom, int | float) and 0 < self.headroom <= 1):
+            raise ConfigError(f"headroom must be a fraction in (0, 1], got {self.headroom!r}")
         if self.warmup_s >= self.duration_s:
             raise ConfigError(
                 f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s})"
@@ -212,7 +221,7 @@ def node_config(
 
     def opts(subscribe: str) -> dict[str, Any]:
         return {**conn.spark_options(), "subscribe": subscribe, "startingOffsets": "earliest",
-                "format": "json", "schema": SCHEMA}  # fmt: skip
+                "format": "json", "schema": SCHEMA, "lateness_s": cfg.lateness_s}  # fmt: skip
 
     left, right = topics["pickups"], topics["dropoffs"]
 
@@ -231,6 +240,7 @@ def node_config(
     return NodeConfig(
         queries=queries, policy=cfg.policy, seed=cfg.seed, trigger_s=cfg.trigger_s,
         stw_s=10 * cfg.trigger_s, master=cfg.master, checkpoint_dir=checkpoint,
+        headroom=cfg.headroom,
     )  # fmt: skip
 
 
@@ -323,6 +333,8 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         out["intervals"] = [_interval(r) for r in lr.history if r.t >= start]
         book = lr.results[lr.results["t"] >= start]
         out["latency_s"] = book["latency_s"].dropna().tolist()
+        out["latency_windows"] = book[["query", "t", "latency_s"]].to_dict("records")
+        out["set_aside"] = lr.set_aside
         out["query_sic"] = {
             q: float(np.nanmean([r.query_sic.get(q, math.nan) for r in hist] or [math.nan]))
             for q in VALUES
@@ -442,6 +454,8 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         series[q] = (sic[ok].tolist(), err[ok].tolist())
     if measured.get("intervals"):
         tables["intervals.csv"] = list(measured["intervals"])
+    if measured.get("latency_windows"):
+        tables["latency.csv"] = list(measured["latency_windows"])
     sics = [v["sic_mean"] for v in queries.values() if math.isfinite(v["sic_mean"])]
     values = {
         "capacity_probe_tuples_per_s": measured.get("capacity_probe_tuples_per_s"),
@@ -454,6 +468,7 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         "run_capacity_tuples_per_s": measured.get("run_capacity_tuples_per_s"),
         "overload_measured": measured.get("overload_measured"),
         "kept_fraction": measured.get("kept_fraction"),
+        "set_aside": measured.get("set_aside"),
         "latency_p95_s": float(np.quantile(lat, 0.95)) if lat.size else math.nan,
         "latency_bound_s": LATENCY_TRIGGERS * cfg.trigger_s + cfg.trigger_s,
         "jain": float(jain_index(np.array(sics))) if sics else math.nan,
