@@ -104,8 +104,13 @@ PARTITIONS = 2
 #: Value column of each query's result (its error is this column's relative error).
 VALUES: dict[str, str] = {"fares": "mean_fare", "trips": "mean_fare"}
 
-#: Capacity probe: the producers send this many tuples/s in all (far above a 2-core node).
-PROBE_RATE = 150_000.0
+#: First capacity run: the producers send this many tuples/s in all, above what the node
+#: processes on this 2-core machine but not so far above that the producers alone fill both
+#: cores (at 150,000 tuples/s they did: batches that kept nothing took 4-6 s).
+PROBE_RATE = 30_000.0
+
+#: The producers' rate (tuples/s in all) while a node warms up (see :func:`_phase`).
+WARM_RATE = 2_000.0
 
 #: Micro-batches the node runs at the warm-up rate before the load starts (see :func:`_phase`).
 WARM_BATCHES = 4
@@ -176,7 +181,7 @@ class KafkaOverloadConfig:
     probe_s: float = 60.0
     warmup_s: float = 30.0
     trigger_s: float = 2.0
-    lateness_s: float = 1.0
+    lateness_s: float = 0.0
     headroom: float = 0.8
     exact_span_s: float = 60.0
     seed: int = 0
@@ -281,24 +286,23 @@ def _phase(
     rate: float,
     duration_s: float,
     *,
-    warm_rate: float,
     exact: bool = False,
 ) -> tuple[LevelRun, dict[str, Any], dict[str, str], NodeConfig]:
-    """Fresh topics and the node on them: producers at ``warm_rate`` tuples/s in all while the
-    node warms up (:data:`WARM_BATCHES` micro-batches), then at ``rate`` for ``duration_s``.
+    """Fresh topics and the node on them: producers at :data:`WARM_RATE` tuples/s in all while
+    the node warms up (:data:`WARM_BATCHES` micro-batches), then at ``rate`` for
+    ``duration_s``.
     Returns the run, what the ``rate`` producers sent (with ``from_s``, the feed time they
     started at), the topics and the node's config.
 
-    Why the warm-up at a lower rate: the node's cost model starts from a prior (2 µs a tuple)
-    far below what a plan reading Kafka costs, and Spark's first batches start its Python
-    workers and take tens of seconds; fed at the full rate from the start, the first batches
-    admit hundreds of thousands of rows, last tens of seconds each, and the cost model learns
-    from batches no later run resembles. Warmed near its capacity, the node starts the
-    overload with costs measured at its operating point."""
+    Why a trickle first: the node's cost model starts from a prior (2 µs a tuple) far below
+    what this plan costs (about 56 µs a row measured), and Spark's first batches start its
+    Python workers and take tens of seconds; fed at 15,000 tuples/s or more from the start,
+    the first batches admitted 300,000-650,000 rows and lasted 35-75 s each, the warm-up took
+    over 200 s, and the cost model then learned from batches no later one resembles."""
     topics = _topics(conn, tag)
     sinks = {q: f"{folder}/sink/{q}" for q in VALUES} if exact else None
     node = node_config(cfg, topics, conn, f"{folder}/{tag}", sinks=sinks)
-    warm = _producers(conn, topics, warm_rate, cfg.seed + 100)
+    warm = _producers(conn, topics, WARM_RATE, cfg.seed + 100)
     feeding: list[Producers] = []
     started: list[float] = []
 
@@ -339,22 +343,20 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
     with running_broker() as state, tempfile.TemporaryDirectory() as tmp:
         conn = state.connection()
         report(f"kafka-overload: capacity, producers at {PROBE_RATE:,.0f} tuples/s")
-        probe, sent, _, _ = _phase(cfg, conn, spark, tmp, "probe", PROBE_RATE, cfg.probe_s,
-                                   warm_rate=PROBE_RATE / 10)  # fmt: skip
+        probe, sent, _, _ = _phase(cfg, conn, spark, tmp, "probe", PROBE_RATE, cfg.probe_s)
         out["probe_producers"] = sent
         first = _capacity(probe, sent["from_s"], cfg.trigger_s, "first capacity")
         out["capacity_probe_tuples_per_s"] = first
         report(f"kafka-overload: capacity again, producers at {cfg.level:g}x {first:,.0f}")
         loaded, sent, _, _ = _phase(cfg, conn, spark, tmp, "loaded", cfg.level * first,
-                                    cfg.probe_s, warm_rate=first)  # fmt: skip
+                                    cfg.probe_s)  # fmt: skip
         out["loaded_producers"] = sent
         capacity = _capacity(loaded, sent["from_s"], cfg.trigger_s, "loaded capacity")
         out["capacity_tuples_per_s"] = capacity
         rate = cfg.level * capacity
         report(f"kafka-overload: {cfg.level:g}x of {capacity:,.0f} tuples/s, {cfg.duration_s:g} s")
         lr, out["producers"], topics, node = _phase(cfg, conn, spark, tmp, "run", rate,
-                                                    cfg.duration_s, warm_rate=capacity,
-                                                    exact=True)  # fmt: skip
+                                                    cfg.duration_s, exact=True)  # fmt: skip
         out["asked_rate"] = rate
         start = out["producers"]["from_s"] + cfg.warmup_s
         load = measured_overload(lr, from_s=start)
