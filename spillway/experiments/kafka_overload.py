@@ -435,13 +435,14 @@ def window_errors(shed: pd.DataFrame, exact: pd.DataFrame, value: str) -> pd.Dat
 
 
 def checks(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> list[Check]:
-    """Latency within its bound, the overload reached, error falling with SIC per query, the
-    replay identical.
+    """Latency within its bound, the overload reached, the node keeping about what the
+    capacity allows, error falling with SIC per query, the restart identical.
 
     >>> m = {"latency_s": [1.0, 2.0], "overload_measured": 2.9, "replay_identical": True,
+    ...      "kept_fraction": 0.35,
     ...      "windows": {"fares": [{"sic_window": s, "error": 1 - s} for s in (.2, .5, .9)]}}
-    >>> [(c.name, c.verdict) for c in checks(make_config(quick=True), m)]
-    [('latency_within_bound', 'pass'), ('overload_reached_80pct', 'pass'), ('error_falls_with_sic', 'pass'), ('replay_identical', 'pass')]
+    >>> [(c.name, c.verdict) for c in checks(make_config(quick=True), m)][1:3]
+    [('overload_reached_80pct', 'pass'), ('kept_near_capacity', 'pass')]
     """
     lat = np.asarray(measured.get("latency_s", []), dtype=np.float64)
     bound = LATENCY_TRIGGERS * cfg.trigger_s + cfg.trigger_s
@@ -455,6 +456,13 @@ def checks(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> list[Check]
             0.8 * cfg.level,
             what="arrivals over measured capacity",
         ),  # fmt: skip
+        compare(
+            "kept_near_capacity",
+            measured.get("kept_fraction"),
+            "<=",
+            1.25 / cfg.level,
+            what="kept fraction (1/level if the node processes the capacity measured)",
+        ),
     ]
     parts = []
     for q, rows in measured.get("windows", {}).items():
