@@ -523,6 +523,9 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         "producers": measured.get("producers"),
         "arrived_tuples_per_s": measured.get("arrived_tuples_per_s"),
         "run_capacity_tuples_per_s": measured.get("run_capacity_tuples_per_s"),
+        "overload_vs_run_capacity": _ratio(
+            measured.get("arrived_tuples_per_s"), measured.get("run_capacity_tuples_per_s")
+        ),
         "overload_measured": measured.get("overload_measured"),
         "kept_fraction": measured.get("kept_fraction"),
         "set_aside": measured.get("set_aside"),
@@ -552,6 +555,16 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         setup=_setup(cfg, measured), paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
         notes=_NOTES, sections=sections,
     )  # fmt: skip
+
+
+def _ratio(a: Any, b: Any) -> float:
+    """``a / b``, NaN when either is missing or ``b`` is not > 0.
+
+    >>> _ratio(6.0, 2.0), _ratio(None, 2.0)
+    (3.0, nan)
+    """
+    ok = all(isinstance(v, int | float) and math.isfinite(v) for v in (a, b))
+    return float(a) / float(b) if ok and b > 0 else math.nan
 
 
 def _p95(values: Any) -> float:
