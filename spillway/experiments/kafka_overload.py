@@ -106,7 +106,7 @@ VALUES: dict[str, str] = {"fares": "mean_fare", "trips": "mean_fare"}
 
 #: First capacity run: the producers send this many tuples/s in all, above what the node
 #: processes on this 2-core machine but not so far above that the producers alone fill both
-#: cores (at 150,000 tuples/s they did: batches that kept nothing took 4-6 s).
+#: cores, as they did at 150,000 tuples/s.
 PROBE_RATE = 30_000.0
 
 #: The fixed capacity (tuples/s) of a capacity run's node: far above any rate here, so it
@@ -303,10 +303,10 @@ def _phase(
     started at), the topics and the node's config.
 
     Why a trickle first: the node's cost model starts from a prior (2 µs a tuple) far below
-    what this plan costs (about 56 µs a row measured), and Spark's first batches start its
-    Python workers and take tens of seconds; fed at 15,000 tuples/s or more from the start,
-    the first batches admitted 300,000-650,000 rows and lasted 35-75 s each, the warm-up took
-    over 200 s, and the cost model then learned from batches no later one resembles."""
+    what this plan costs, and Spark's first batches start its Python workers and take tens of
+    seconds; fed at the full rate from the start, the first batches admit hundreds of
+    thousands of rows and last tens of seconds each, and the cost model then learns from
+    batches no later one resembles (docs/design.md, "Known limits")."""
     topics = _topics(conn, tag)
     sinks = {q: f"{folder}/sink/{q}" for q in VALUES} if exact else None
     node = node_config(cfg, topics, conn, f"{folder}/{tag}", sinks=sinks)
