@@ -532,7 +532,11 @@ class Node:
                 plan=p.name,
                 logs=any(q.name in logs for q in p.queries),
                 dead_letters=self.dead_letters.record,
-                key_texts=self._learn_key_texts,
+                key_texts=(  # only a plan with text keys learns their texts
+                    self._learn_key_texts
+                    if any(q.name in self._key_texts for q in p.queries)
+                    else None
+                ),
                 user=[u for u in user_parts if u.query_id in p.kinds.get(USER_KIND, ())],
                 user_sinks={} if calibrating else self._user_sinks,
             )
