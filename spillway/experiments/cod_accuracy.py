@@ -62,7 +62,7 @@ from typing import Any
 import numpy as np
 
 from spillway.errors import ConfigError, UnknownNameError
-from spillway.experiments.checks import Check, compare, not_applicable
+from spillway.experiments.checks import FAIL, Check, by_construction, compare, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.feeds.base import Feed
 from spillway.feeds.packets import PacketFeed
@@ -597,30 +597,27 @@ def _no_missing_group(name: str, c: dict[str, Any], variant: str) -> Check:
     cannot hold one tuple of every group (then at the budget it must), and the keep-one variant
     never does (it exceeds the budget instead)."""
     missing = c[f"missing_groups_{variant}"]
-    over = f"{num(100 * c.get('windows_groups_over_budget', 0.0), 3)} %"
+    measured = f"{num(missing)} missing groups per window"
     budget = f"{num(100 * (1 - c['b']), 3)} %"
-    if variant == "cod":
-        label = "CoD at the budget"
-        rule = (
-            f"{over} of windows hold more groups than the {budget} budget, and there no policy "
-            "keeping exactly 1 − b can keep one tuple of every group"
-        )
-        by = (
-            f"every window's {budget} budget held one tuple of each of its groups ({over} of "
-            "windows over it), and CoD then keeps one of every group (its floor)"
-        )
-    else:
-        label = "CoD keep-one-per-group"
-        rule = "it keeps one tuple of every group by design"
-        by = (
-            f"the keep-one variant keeps one tuple of every group whatever the budget (it kept "
-            f"{_kept(c, variant)} of the data, the budget being {budget})"
-        )
+    if variant == "cod_keep_one":
+        return by_construction(
+            name, not _any_missing(missing),
+            f"the keep-one variant keeps one tuple of every group whatever the budget; it kept "
+            f"{_kept(c, variant)} of the data, the budget being {budget}", measured,
+        )  # fmt: skip
+    over = f"{num(100 * c.get('windows_groups_over_budget', 0.0), 3)} %"
     if _any_missing(missing):
-        return Check(name=name, verdict="fail",
-                     why=f"{label}: {num(missing)} missing groups per window; {rule}")  # fmt: skip
-    return not_applicable(name, f"holds by construction: {by}; measured {num(missing)} missing "
-                          "groups")  # fmt: skip
+        return Check(
+            name=name, verdict=FAIL,
+            why=f"CoD at the budget: {measured}; {over} of windows hold more groups than the "
+            f"{budget} budget, and there no policy keeping exactly 1 − b can keep one tuple of "
+            "every group",
+        )  # fmt: skip
+    return not_applicable(
+        name, f"holds by construction: every window's {budget} budget held one tuple of each of "
+        f"its groups ({over} of windows over it), and CoD then keeps one of every group (its "
+        f"floor); {measured}",
+    )  # fmt: skip
 
 
 def _any_missing(x: Any) -> bool:
