@@ -124,7 +124,11 @@ def tipping_point(points: Sequence[Mapping[str, Any]]) -> int | None:
     >>> tipping_point([{"queries": 1, "total_sic": 1.0}, {"queries": 2, "total_sic": 1.5},
     ...                {"queries": 3, "total_sic": 1.2}])
     2
+    >>> tipping_point([]) is None
+    True
     """
+    if not points:
+        return None
     best = max(range(len(points)), key=lambda i: points[i]["total_sic"])
     return None if best in (0, len(points) - 1) else int(points[best]["queries"])
 
@@ -155,11 +159,13 @@ def checks(points: Sequence[Mapping[str, Any]]) -> list[Check]:
             "point measure how far it departs from that",
             "mean SIC " + " -> ".join(num(m) for m in means),
         )  # fmt: skip
-    return [
-        gap,
-        check("tipping_point_within_range", tip is not None, _tip_why(points, tip)),
-        falls,
-    ]
+    tipping = (
+        every("tipping_point_within_range", [], none_why="fewer than three query counts ran: a "
+              "peak inside the range needs one on either side")
+        if len(points) < 3
+        else check("tipping_point_within_range", tip is not None, _tip_why(points, tip))
+    )  # fmt: skip
+    return [gap, tipping, falls]
 
 
 def gap_zero_crossing(points: Sequence[Mapping[str, Any]]) -> float | None:
