@@ -14,7 +14,8 @@ becomes one :class:`Check` evaluated on the run's own numbers. The verdict is on
 The builders below keep that discipline in one place: :func:`compare` turns a value and a bound
 into pass/fail (a missing value fails), :func:`every` combines per-case checks and is not
 applicable when no case applies, :func:`not_applicable` records a claim that holds by
-construction with its reason.
+construction with its reason, and :func:`by_construction` one that the set-up makes true but
+numbers could still break (not applicable while it holds, a failure when it does not).
 
 Examples
 --------
@@ -107,6 +108,27 @@ def not_applicable(name: str, why: str) -> Check:
     'not applicable'
     """
     return Check(name=name, verdict=NOT_APPLICABLE, why=why)
+
+
+def by_construction(name: str, held: bool, because: str, measured: str) -> Check:
+    """A claim the set-up makes true: not applicable while it holds, a failure if it does not.
+
+    A pass would only restate the arithmetic of the set-up (``because``); numbers that break
+    it anyway are a finding (a fault, or a set-up that does not do what it says), so they fail
+    rather than hide behind "not applicable". ``measured`` gives the numbers either way.
+
+    >>> by_construction("sic_falls", True, "fixed capacity, so SIC ~ capacity / load",
+    ...                 "mean SIC 0.5 -> 0.3").why
+    'holds by construction: fixed capacity, so SIC ~ capacity / load (mean SIC 0.5 -> 0.3)'
+    >>> by_construction("sic_falls", False, "fixed capacity", "mean SIC 0.5 -> 0.6").as_dict()
+    {'name': 'sic_falls', 'verdict': 'fail', 'why': 'should hold by construction (fixed capacity) but does not: mean SIC 0.5 -> 0.6'}
+    """
+    if held:
+        return not_applicable(name, f"holds by construction: {because} ({measured})")
+    return Check(
+        name=name, verdict=FAIL, why=f"should hold by construction ({because}) but does not: "
+        f"{measured}"
+    )  # fmt: skip
 
 
 def _missing(value: Any) -> bool:

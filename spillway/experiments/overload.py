@@ -58,7 +58,7 @@ from spillway.experiments._spark_runs import (
     experiment_spark,
     run_level,
 )
-from spillway.experiments.checks import Check, compare, every
+from spillway.experiments.checks import Check, compare, every, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.progress import report
 from spillway.reporting import markdown_table
@@ -428,7 +428,8 @@ def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
 
 def checks(measured: Mapping[str, Any]) -> list[Check]:
     """Per run: mean batch time below the trigger, p95 latency within the bound (each fails
-    when not measured); and, when plain Spark ran, its consumer lag growing.
+    when not measured); and plain Spark's consumer lag growing (not applicable when plain Spark
+    did not run).
 
     >>> r = {"source": "kafka", "policy": "cod", "level": 3.0, "batch_mean_s": 0.6,
     ...      "trigger_s": 1.0, "latency_p95_s": 2.0, "latency_bound_s": 4.0,
@@ -457,7 +458,10 @@ def checks(measured: Mapping[str, Any]) -> list[Check]:
     plain = measured.get("plain_spark")
     if plain is None and "plain_spark_error" in measured:
         plain = {}  # it ran and failed: the lag was not measured
-    if plain is not None:
+    if plain is None:
+        out.append(not_applicable("plain_spark_lag_grows", "plain Spark did not run (plain_spark "
+                                  "is off): there is no consumer lag to compare"))  # fmt: skip
+    else:
         out.append(
             compare(
                 "plain_spark_lag_grows",
@@ -467,7 +471,6 @@ def checks(measured: Mapping[str, Any]) -> list[Check]:
                 what="plain Spark's consumer lag (rows a batch found waiting), last third",
             )
         )
-        # fmt: skip
     return out
 
 

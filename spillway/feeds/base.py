@@ -103,6 +103,10 @@ class Feed(ABC):
         """Called once with the node's epoch (Unix seconds) before the first :meth:`count`;
         feeds whose clock is absolute (a Kafka log) map feed time through it."""
 
+    def close(self) -> None:  # noqa: B027 (a hook: most feeds hold nothing)
+        """Release what the feed holds on the driver (a log's consumers); using it again
+        opens them anew."""
+
     def records(self, source: int, index: np.ndarray, epoch_s: float) -> dict[str, Any]:
         """Everything the data source emits for tuples ``index`` of ``source``: ``key``,
         ``value``, ``key_text`` (texts, or None), ``event_ts`` and ``arrival_ts`` (absolute

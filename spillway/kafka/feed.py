@@ -152,6 +152,8 @@ class KafkaFeed(LogFields, Feed):
         self._cut_cache: dict[float, np.ndarray] = {}
         self._lock = threading.Lock()
         self._reader: Any = None
+        self._cut_lock = threading.Lock()
+        self._consumer: Any = None
 
     # ---- the driver's side -------------------------------------------------------------------
 
@@ -191,44 +193,61 @@ class KafkaFeed(LogFields, Feed):
             hit = self._cut_cache.get(key)
         if hit is not None:
             return hit.copy()
-        from confluent_kafka import Consumer, TopicPartition
-
-        from spillway.kafka.reader import CONSUMER_SETTINGS
+        from confluent_kafka import TopicPartition
 
         ms = int(round((self.epoch_s + float(t)) * 1000))
-        consumer = Consumer(
-            {**CONSUMER_SETTINGS, **self.conn.client_config(group_id="spillway-cut")}
-        )
-        try:
-            # The log's end BEFORE the time lookup: when the lookup finds no record at or after
-            # t, every record below that end is older than t. (The end read after the lookup
-            # could hold records a producer appended meanwhile, of the next window.)
-            ends = [
-                consumer.get_watermark_offsets(TopicPartition(tp, p), timeout=10.0)[1]
-                for tp, p, _ in self.lanes
-            ]
-            want = [TopicPartition(tp, p, ms) for tp, p, _ in self.lanes]
-            got = consumer.offsets_for_times(want, timeout=10.0)
-            out = np.zeros(len(self.lanes), dtype=np.int64)
-            for j, (_tp, _p, base) in enumerate(self.lanes):
-                off = got[j].offset
-                if off is None or off < 0:  # no record at or after t yet: the log's end
-                    off = ends[j]
-                out[j] = max(int(off), base)
-        except KafkaClientError:
-            raise
-        except Exception as e:
-            raise KafkaClientError(
-                f"cannot read the offsets of {', '.join(self.topics)} at "
-                f"{self.conn.bootstrap_servers}: {e}"
-            ) from None
-        finally:
-            consumer.close()
+        with self._cut_lock:  # one lookup at a time on the feed's one consumer
+            consumer = self._cut_consumer()
+            try:
+                # The log's end BEFORE the time lookup: when the lookup finds no record at or
+                # after t, every record below that end is older than t. (The end read after the
+                # lookup could hold records a producer appended meanwhile, of the next window.)
+                ends = [
+                    consumer.get_watermark_offsets(TopicPartition(tp, p), timeout=10.0)[1]
+                    for tp, p, _ in self.lanes
+                ]
+                want = [TopicPartition(tp, p, ms) for tp, p, _ in self.lanes]
+                got = consumer.offsets_for_times(want, timeout=10.0)
+            except Exception as e:
+                consumer, self._consumer = self._consumer, None
+                consumer.close()  # a consumer that failed is not trusted: the next makes one
+                raise KafkaClientError(
+                    f"cannot read the offsets of {', '.join(self.topics)} at "
+                    f"{self.conn.bootstrap_servers}: {e}"
+                ) from None
+        out = np.zeros(len(self.lanes), dtype=np.int64)
+        for j, (_tp, _p, base) in enumerate(self.lanes):
+            off = got[j].offset
+            if off is None or off < 0:  # no record at or after t yet: the log's end
+                off = ends[j]
+            out[j] = max(int(off), base)
         with self._lock:
             if len(self._cut_cache) > 4096:
                 self._cut_cache.clear()
             self._cut_cache[key] = out
         return out.copy()
+
+    def _cut_consumer(self) -> Any:
+        """The consumer of the time lookups, made on first use and kept (making one costs a
+        connection to the broker; the controller looks up every lane at every interval)."""
+        if self._consumer is None:
+            from confluent_kafka import Consumer
+
+            from spillway.kafka.reader import CONSUMER_SETTINGS
+
+            self._consumer = Consumer(
+                {**CONSUMER_SETTINGS, **self.conn.client_config(group_id="spillway-cut")}
+            )
+        return self._consumer
+
+    def close(self) -> None:
+        """Close the consumers this feed holds (a later call makes new ones)."""
+        consumer, self._consumer = self._consumer, None
+        if consumer is not None:
+            consumer.close()
+        reader, self._reader = self._reader, None
+        if reader is not None:
+            reader.close()
 
     def lag(self, processed: np.ndarray) -> dict[str, int]:
         """Consumer lag per partition (``topic/partition``): the log's end offset minus
@@ -257,12 +276,13 @@ class KafkaFeed(LogFields, Feed):
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_lock=None, _reader=None, _cut_cache={})
+        state.update(_lock=None, _cut_lock=None, _reader=None, _consumer=None, _cut_cache={})
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._cut_lock = threading.Lock()
 
     def _range_reader(self) -> Any:
         if self._reader is None:

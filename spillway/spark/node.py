@@ -109,6 +109,7 @@ from spillway.control import CostModelState, batch_span, estimate
 from spillway.errors import ConfigError, RunFailedError, SpillwayError
 from spillway.events import Observer, bind_phase
 from spillway.feeds import make_feed
+from spillway.feeds.base import Feed
 from spillway.policies.base import Policy
 from spillway.progress import report
 from spillway.quality import jain_index
@@ -323,6 +324,7 @@ class Node:
         self.dead_letters = DeadLetters([q.name for q in config.queries])
         self._key_texts: dict[str, dict[int, str]] = {}
         self._user_sinks: dict[str, Sink] = {}
+        self._feeds: list[Feed] = []  # every feed made (their consumers close at stop)
         self._user_parts: list[UserPart] = []
         #: Why the run failed (plan, phase, last finished batch, full error), or None.
         self.failure: dict[str, Any] | None = None
@@ -431,6 +433,7 @@ class Node:
                 q = cfg.queries[i]
                 settings = feed_settings(q, cfg.seed, i, self._scale)
                 feed = make_feed(q.feed, **settings)
+                self._feeds.append(feed)
                 if feed.log:
                     logs[q.name] = feed.dead_letter
                     writer = feed.dead_letter_writer()
@@ -529,7 +532,11 @@ class Node:
                 plan=p.name,
                 logs=any(q.name in logs for q in p.queries),
                 dead_letters=self.dead_letters.record,
-                key_texts=self._learn_key_texts,
+                key_texts=(  # only a plan with text keys learns their texts
+                    self._learn_key_texts
+                    if any(q.name in self._key_texts for q in p.queries)
+                    else None
+                ),
                 user=[u for u in user_parts if u.query_id in p.kinds.get(USER_KIND, ())],
                 user_sinks={} if calibrating else self._user_sinks,
             )
@@ -655,6 +662,10 @@ class Node:
                 with contextlib.suppress(Exception):
                     sink.close()
             self._user_sinks = {}
+            for feed in self._feeds:
+                with contextlib.suppress(Exception):
+                    feed.close()
+            self._feeds = []
             if self._tmpdir is not None:
                 shutil.rmtree(self._tmpdir, ignore_errors=True)
                 self._tmpdir = None

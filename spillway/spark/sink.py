@@ -25,6 +25,11 @@ the least per batch:
    unpersisted. GROUP-AVG is its own part: one aggregation per (query, window, key), then
    window functions over the (query, window) for the group-by SIC share and the window's
    totals (no exchange beyond the repartition by query id).
+3. a plan that reads logs (Kafka topics, folders) persists the batch as read, and the same
+   statement (:func:`log_sql`) also returns its malformed and late rows (the dead letters)
+   and, when its keys are text, the texts of the keys it saw: still ONE job a batch. Each was
+   a job of its own before; with three collects a Kafka COUNT batch cost 1.25 s fixed
+   (BENCHMARKS.md §4, ``spillway bench --only kafka --quick``), with one, 0.9-1.1 s.
 
 The SQL is the same plan as the DataFrame functions of :mod:`spillway.spark.queries` (which stay
 the reference: ``node.exact_results`` uses them, and the tests check that both give the same
@@ -385,6 +390,85 @@ def kinds_sql(
     return " UNION ALL ".join(_result_select(p) for p in parts)
 
 
+#: Columns a log plan's rows carry beside the results' (set aside or learnt), with their types.
+LOG_TYPES: dict[str, str] = {
+    "topic": "string",
+    "partition": "int",
+    "offset": "bigint",
+    "error": "string",
+    "raw": "string",
+    "key_text": "string",
+}
+#: What a row of :func:`log_sql` is: a result, a malformed or late record, a key's text.
+RESULT_PART, DEAD_LETTER_PART, KEY_TEXT_PART = 0, 1, 2
+
+
+def log_sql(results: str, view: str, *, texts: bool) -> str:
+    """The results of a log plan, its malformed and late rows, and (with ``texts``) its keys'
+    texts, in ONE statement: one Spark job a batch instead of three.
+
+    ``results`` is :func:`kinds_sql` over the batch's valid rows; ``view`` holds every row of
+    the batch (valid or not). Each row gets the result columns, then :data:`LOG_TYPES`, then
+    ``part`` (:data:`RESULT_PART`, :data:`DEAD_LETTER_PART` or :data:`KEY_TEXT_PART`), null
+    where its part has no value; :func:`split_log_rows` takes them apart.
+
+    Examples
+    --------
+    >>> sql = log_sql("SELECT ...", "batch", texts=False)
+    >>> sql.count(" UNION ALL "), "WHERE error IS NOT NULL" in sql
+    (1, True)
+    >>> "SELECT DISTINCT" in log_sql("SELECT ...", "batch", texts=True)
+    True
+    """
+
+    def cols(given: Mapping[str, str], part: int) -> str:
+        out = [
+            given.get(c, f"CAST(NULL AS {'bigint' if c in TIME_COLUMNS else t})")
+            for c, t in (*RESULT_TYPES.items(), *LOG_TYPES.items())
+        ]
+        names = (*RESULT_TYPES, *LOG_TYPES)
+        return (
+            ", ".join(f"{e} AS {n}" for e, n in zip(out, names, strict=True)) + f", {part} AS part"
+        )
+
+    def same(names: Sequence[str]) -> dict[str, str]:
+        return {c: c for c in names}
+
+    statement = (
+        f"SELECT {cols(same(tuple(RESULT_TYPES)), RESULT_PART)} FROM ({results}) UNION ALL "
+        f"SELECT {cols(same(DEAD_LETTER_COLUMNS), DEAD_LETTER_PART)} FROM {view} "
+        "WHERE error IS NOT NULL"
+    )
+    if texts:
+        text = same(("query_id", "key", "key_text"))
+        statement += (
+            f" UNION ALL SELECT DISTINCT {cols(text, KEY_TEXT_PART)} FROM {view}"
+            " WHERE error IS NULL AND key_text IS NOT NULL"
+        )
+    return statement
+
+
+def split_log_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The results, the dead letters (:data:`DEAD_LETTER_COLUMNS`) and the key texts
+    (``query_id, key, key_text``) of a :func:`log_sql` collect, each with its own types.
+
+    >>> rows = pd.DataFrame({**{c: [None, None] for c in (*RESULT_TYPES, *LOG_TYPES)},
+    ...                      "part": [DEAD_LETTER_PART, KEY_TEXT_PART]})
+    >>> [len(x) for x in split_log_rows(rows)]
+    [0, 1, 1]
+    """
+    part = rows["part"]
+    types = {c: t for c, t in _empty_results().dtypes.items() if c != "key"}  # key: nullable
+    results = rows.loc[part == RESULT_PART, list(RESULT_TYPES)].astype(types)
+    bad = rows.loc[part == DEAD_LETTER_PART, list(DEAD_LETTER_COLUMNS)]
+    texts = rows.loc[part == KEY_TEXT_PART, ["query_id", "key", "key_text"]]
+    return (
+        results.reset_index(drop=True),
+        bad.reset_index(drop=True),
+        texts.reset_index(drop=True),
+    )
+
+
 def _user_ids(kind: Any, user: Sequence[UserPart]) -> tuple[int, ...]:
     """The query ids listed under the ``user`` kind, checked against the user parts."""
     ids = tuple(int(i) for i in kind.get(USER_KIND, ())) if isinstance(kind, Mapping) else ()
@@ -579,6 +663,7 @@ class ResultSink:
         self._kind_of = {i: k for k, ids in self.kinds.items() for i in ids}
         self._kind_of.update({i: USER_KIND for i in user_ids})
         self._view = f"spillway_batch_{id(self):x}"
+        self._raw_view = f"spillway_raw_{id(self):x}"
         #: The statement run on every batch (:func:`kinds_sql` over the batch's view); None
         #: when the plan carries only user queries.
         self.sql = kinds_sql(self._view, self.kinds, window_s) if self.kinds else None
@@ -617,18 +702,18 @@ class ResultSink:
                 f"missing {', '.join(missing)}: read the rows from the spillway source"
             )
         raw = batch_df
-        if self.logs:  # rows of logs may be malformed or late: set them aside first
-            raw = batch_df.persist()
-            bad = raw.filter("error IS NOT NULL").select(*DEAD_LETTER_COLUMNS)
-            self._bad = bad.toPandas()
+        # Rows of logs may be malformed or late: they are set aside, and the keys' texts
+        # learnt, in the results' own job (log_sql) when the plan has built-in kinds.
+        fused = self.logs and self.sql is not None
+        if self.logs:
+            raw = batch_df.persist()  # read the log once, whatever reads the batch after
+            if fused:
+                raw.createOrReplaceTempView(self._raw_view)
+            else:
+                self._bad = raw.filter("error IS NOT NULL").select(*DEAD_LETTER_COLUMNS).toPandas()
+                if self.key_texts is not None:
+                    self._texts = self._text_rows(raw).toPandas()
             raw = raw.filter("error IS NULL")
-            if self.key_texts is not None:
-                self._texts = (
-                    raw.filter("key_text IS NOT NULL")
-                    .select("query_id", "key", "key_text")
-                    .distinct()
-                    .toPandas()
-                )
         records = any(p.record_schema is not None for p in self.user)
         cols = (*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ()))
         rows = raw.select(*cols).repartition("query_id")
@@ -639,7 +724,12 @@ class ResultSink:
         try:
             if self.sql is not None:
                 rows.createOrReplaceTempView(self._view)
-                pdf: pd.DataFrame = session.sql(self.sql).toPandas()
+                if fused:
+                    texts = self.key_texts is not None
+                    whole = session.sql(log_sql(self.sql, self._raw_view, texts=texts)).toPandas()
+                    pdf, self._bad, self._texts = split_log_rows(whole)
+                else:
+                    pdf = session.sql(self.sql).toPandas()
             else:
                 pdf = _empty_results()
             fired = firings(rows, self.user) if self.user else None
@@ -649,6 +739,8 @@ class ResultSink:
         finally:
             if self.sql is not None:
                 session.catalog.dropTempView(self._view)
+            if fused:
+                session.catalog.dropTempView(self._raw_view)
             if self._parts > 1:
                 rows.unpersist()
             if self.logs:
@@ -658,6 +750,14 @@ class ResultSink:
         for c in TIME_COLUMNS:
             pdf[c] = pdf[c].astype("int64")
         return with_key_dtype(pdf)
+
+    @staticmethod
+    def _text_rows(raw: DataFrame) -> DataFrame:
+        return (
+            raw.filter("error IS NULL AND key_text IS NOT NULL")
+            .select("query_id", "key", "key_text")
+            .distinct()
+        )
 
     def _kinds_of(self, query_ids: pd.Series) -> pd.Series | str:
         if self.kind is not None:

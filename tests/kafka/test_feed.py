@@ -76,6 +76,24 @@ def test_the_cut_is_read_from_the_time_index(opts, kafka_topics):
     assert feed.count(1.0).tolist() == [0, 0]
     assert feed.count(2.2).tolist() == [2, 1]
     assert feed.count(100.0).tolist() == [3, 3]  # past every record: the log's end
+    consumer = feed._consumer  # one consumer serves every lookup (making one costs a connect)
+    assert consumer is not None and feed.count(50.0) is not None and feed._consumer is consumer
+    feed.close()
+    assert feed._consumer is None and feed.count(60.0).tolist() == [3, 3]  # opened anew
+
+    class Broken:
+        closed = False
+
+        def get_watermark_offsets(self, *a, **k):
+            raise RuntimeError("broker gone")
+
+        def close(self):
+            Broken.closed = True
+
+    feed._consumer = Broken()
+    with pytest.raises(KafkaClientError, match="cannot read the offsets of .*broker gone"):
+        feed.count(70.0)
+    assert Broken.closed and feed._consumer is None  # a failed consumer is not used again
     r = feed.records(1, np.array([0, 2]))
     assert r["value"].tolist() == [3.0, 5.0] and r["key_text"].tolist() == ["a", "a"]
     assert r["arrival_ts"].tolist() == [1.5, 9.0]

@@ -12,7 +12,13 @@ import pytest
 
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.kafka.admin import partition_offsets
-from spillway.kafka.produce import ProduceConfig, ProduceProgress, produce_feed, run_paced
+from spillway.kafka.produce import (
+    SEND_EVERY_S,
+    ProduceConfig,
+    ProduceProgress,
+    produce_feed,
+    run_paced,
+)
 from spillway.kafka.reader import read_range
 from spillway.testing import KafkaTopics, ManualClock
 
@@ -61,9 +67,12 @@ def test_arrivals_follow_a_step_profile() -> None:
         duration_s=4.0,
         report_every_s=1.0,
     )
-    summary, _, progress = _run(cfg)
+    summary, rec, progress = _run(cfg)
     per_second = [p.interval_sent / p.interval_s for p in progress]
-    assert per_second == pytest.approx([100, 100, 300, 300], abs=5)
+    # tuples go out every SEND_EVERY_S, so a second's count is off by up to one send's worth
+    assert per_second == pytest.approx([100, 100, 300, 300], abs=300 * SEND_EVERY_S + 1)
+    # one write per source and send, not per tick (a tick is 5 ms: that was 800 writes)
+    assert len(rec.calls) <= 4.0 / SEND_EVERY_S + 2
     assert [p.t_s for p in progress] == pytest.approx([1, 2, 3, 4], abs=0.01)
     assert summary.sent == summary.due == cfg.make_feed().count(4.0).sum() == 800
     assert all(p.behind == 0 for p in progress)

@@ -12,8 +12,8 @@ import pandas as pd
 import pytest
 
 from spillway.federation.link import read_link
-from spillway.kafka.admin import partition_offsets
 from spillway.spark.restart import run_fresh
+from spillway.testing import settled_end
 from tests.kafka.test_kafka_restart import _fill
 
 pytestmark = [pytest.mark.kafka, pytest.mark.spark]
@@ -30,7 +30,7 @@ def _driver(conn, topic, sink_topic, folder, epoch_s, *extra):
 
 
 def _sunk(conn, topic):
-    rows = read_link(conn, topic, 0, 0, partition_offsets(conn, topic)[0].latest)
+    rows = read_link(conn, topic, 0, 0, settled_end(conn, topic))
     rows = rows[rows["batch"] < N_BATCHES]
     return rows[COLUMNS].sort_values(["batch", "window_start", "route"]).reset_index(drop=True)
 

@@ -24,7 +24,7 @@ import pytest
 from spillway.run_report import summarise_run
 from tests.properties.configs import DURATION_S, property_config
 
-DEFAULT_CONFIGS = 8
+DEFAULT_CONFIGS = 6
 N_CONFIGS = int(os.environ.get("SPILLWAY_PROPERTY_CONFIGS", DEFAULT_CONFIGS))
 SIC_MAX = 1.02
 UNSHED_TOLERANCE = 0.02
