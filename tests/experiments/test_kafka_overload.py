@@ -77,6 +77,7 @@ def test_a_realistic_run_reports_the_names_the_issue_fixes(tmp_path):
         ({"latency_s": []}, "latency_within_bound", "fail"),
         ({"overload_measured": 1.5}, "overload_reached_80pct", "fail"),
         ({"kept_fraction": 1.0}, "kept_near_capacity", "fail"),
+        ({"kept_fraction": 0.007}, "kept_near_capacity", "fail"),
         ({"windows": {"fares": _windows(np.linspace(0.2, 0.6, 20), slope=1.0)}},
          "error_falls_with_sic", "fail"),
         ({"windows": {"fares": _windows([0.5, 0.51, 0.52, 0.5])}},
