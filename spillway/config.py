@@ -262,6 +262,12 @@ class NodeConfig:
     headroom : fraction of each interval the controller may fill (the rest absorbs noise).
     master : Spark master URL (``local[2]`` or ``spark://127.0.0.1:7077``).
     checkpoint_dir : where streaming checkpoints go (None: a temporary folder).
+    load_manager : a Pham load manager (``aurora``, ``ctrl``, ``seamless``, ``aloma``) that
+        decides each interval's drop fraction from the statistics the node measures on Spark
+        (:mod:`spillway.spark.load_control`); None (default): the cost-model budget decides.
+    load_target_intervals : the load manager's delay target ``D``, in trigger intervals.
+    load_manager_options : the load manager's own settings (e.g. ``{"capacity": 0.7}``, the
+        headroom ``H`` of Aurora and CTRL, the initial one of SEaMLeSS and ALoMa).
     """
 
     queries: tuple[QuerySpec, ...]
@@ -275,6 +281,9 @@ class NodeConfig:
     headroom: float = 0.8
     master: str = "local[2]"
     checkpoint_dir: str | None = None
+    load_manager: str | None = None
+    load_target_intervals: float = 3.0
+    load_manager_options: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         qs = tuple(self.queries)
@@ -306,6 +315,37 @@ class NodeConfig:
         if not (0 < self.headroom <= 1):
             raise ConfigError(f"headroom must be in (0, 1], got {self.headroom!r}")
         check_master(self.master)
+        if not isinstance(self.load_manager_options, Mapping):
+            raise ConfigError(
+                "load_manager_options must be a table of load manager settings, got "
+                f"{self.load_manager_options!r}"
+            )
+        object.__setattr__(self, "load_manager_options", dict(self.load_manager_options))
+        if self.load_manager is None and self.load_manager_options:
+            raise ConfigError(
+                "load_manager_options are set but load_manager is not: name the load manager "
+                "(aurora, ctrl, seamless or aloma) or remove the options"
+            )
+        self.load_control()  # a bad name, target or setting fails now, not at run time
+
+    def load_control(self) -> Any:
+        """The :class:`~spillway.spark.load_control.LoadControlConfig` this config names, or
+        None (the cost-model budget decides).
+
+        >>> cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="gaussian"),),
+        ...                  load_manager="aloma", load_target_intervals=4)
+        >>> cfg.load_control().manager, cfg.load_control().target_intervals
+        ('aloma', 4)
+        """
+        if self.load_manager is None:
+            return None
+        from spillway.spark.load_control import LoadControlConfig
+
+        return LoadControlConfig(
+            manager=self.load_manager,
+            target_intervals=self.load_target_intervals,
+            settings=self.load_manager_options,
+        )
 
     def check_feeds(self) -> None:
         """Build every query's feed (and its rate profile) once, so a bad feed name, option,

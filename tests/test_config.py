@@ -123,3 +123,18 @@ def test_the_step_example_steps_every_query_from_half_to_three_times_the_capacit
     for q in cfg.queries:
         assert q.profile == "step"
         assert [cfg.overload * f for f in q.profile_options["factors"]] == [1.0, 3.0]
+
+
+def test_load_manager_settings_are_checked_when_the_config_is_made():
+    qs = (QuerySpec(name="q", kind="avg", feed="gaussian"),)
+    assert NodeConfig(queries=qs).load_control() is None
+    lc = NodeConfig(queries=qs, load_manager="ctrl", load_manager_options={"capacity": 0.7})
+    assert lc.load_control().settings == {"capacity": 0.7}
+    with pytest.raises(ConfigError, match="load_manager_options are set but load_manager is not"):
+        NodeConfig(queries=qs, load_manager_options={"capacity": 0.7})
+    with pytest.raises(ConfigError, match="load_manager_options must be a table"):
+        NodeConfig(queries=qs, load_manager="ctrl", load_manager_options=0.7)  # type: ignore[arg-type]
+    with pytest.raises(UnknownNameError, match="unknown load manager 'pid'"):
+        NodeConfig(queries=qs, load_manager="pid")
+    with pytest.raises(ConfigError, match="target_intervals must be a finite number > 0"):
+        NodeConfig(queries=qs, load_manager="aloma", load_target_intervals=0)

@@ -201,6 +201,7 @@ from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.quality.stw_account import SourceTimeAccount
+from spillway.spark.load_control import LoadControl, LoadControlConfig
 from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset, select_kept_runs
 from spillway.status import IntervalRecord
 
@@ -353,6 +354,9 @@ class ControllerConfig:
     span_limit : a micro-batch spans at most this many intervals when its fixed cost does not
         fit one (:func:`spillway.control.batch_span`; module docstring, "Batch span"); 1 keeps
         one decision per interval.
+    load_control : a Pham load manager deciding each interval's drop fraction from the
+        statistics measured on Spark (:mod:`spillway.spark.load_control`) instead of the
+        overload detector; None (default): the cost-model budget and the detector decide.
     """
 
     trigger_s: float = 1.0
@@ -366,6 +370,7 @@ class ControllerConfig:
     history: int = 100_000
     capacity_reach: float | None = 2.0
     span_limit: int = 4
+    load_control: LoadControlConfig | None = None
 
     def __post_init__(self) -> None:
         for name in ("trigger_s", "stw_s"):
@@ -395,6 +400,10 @@ class ControllerConfig:
         lim = self.span_limit
         if isinstance(lim, bool) or not isinstance(lim, int) or lim < 1:
             raise ConfigError(f"span_limit must be an int >= 1, got {lim!r}")
+        if self.load_control is not None and not isinstance(self.load_control, LoadControlConfig):
+            raise ConfigError(
+                f"load_control must be a LoadControlConfig or None, got {self.load_control!r}"
+            )
 
     @property
     def trigger_us(self) -> int:
@@ -583,6 +592,13 @@ class NodeController:
         self._paused = False
         self._resuming = False
         self._admit_all = False
+        #: The load manager deciding the drop fraction (``config.load_control``), or None.
+        self.load_control = (
+            None
+            if config.load_control is None
+            else LoadControl(config.load_control, trigger_s=config.trigger_s)
+        )
+        self._arrival_mid: dict[int, float] = {}
         #: Called with a :class:`~spillway.events.DecisionEvent` after every decision and a
         #: :class:`~spillway.events.BatchEvent` after every measured batch, under the lock
         #: (quick, never calling back); their errors go to :attr:`observer_errors`.
@@ -1000,6 +1016,11 @@ class NodeController:
             self._overload = None
             if sheds_always:
                 ask = capacity if capacity is not None else backlog_cost
+        elif self.load_control is not None:
+            self._overload = None
+            drop = self._load_drop(tau, count, t0_us, t1_us)
+            if drop > 0 or sheds_always:
+                ask = (1.0 - drop) * backlog_cost
         else:
             d = detect(
                 cfg.overload, backlog_cost=backlog_cost, budget=capacity, previous=self._overload
@@ -1110,6 +1131,43 @@ class NodeController:
                 ),
             )
         return adm
+
+    def _load_drop(
+        self, tau: float, count: np.ndarray, t0_us: np.ndarray, t1_us: np.ndarray
+    ) -> float:
+        """The load manager's drop fraction for this decision, from the measured statistics
+        (:mod:`spillway.spark.load_control`); also notes the mean arrival time of the rows
+        decided now, for their response times."""
+        lc = self.load_control
+        assert lc is not None
+        interval_s = self.config.trigger_s * self._span
+        est = self.cost_estimates()
+        per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
+        work = 0.0
+        for i, name in enumerate(self._plan_names):
+            if per_plan[i] > 0:
+                work += est[name].overhead_s + est[name].per_tuple_s * float(per_plan[i])
+        queued = 0.0
+        for st in self._plans.values():
+            per_tuple = est[st.spec.name].per_tuple_s
+            queued += per_tuple * float(sum(int(seg.keep.sum()) for seg in st.pending))
+        queued += work
+        total = float(count.sum())
+        if total > 0:
+            q_n = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
+            mid = (t0_us + t1_us) / 2e6
+            self._arrival_mid[self._k_for(tau)] = float((q_n * mid).sum() / total)
+        decision = lc.decide(
+            t=tau,
+            interval_s=interval_s,
+            load=work / interval_s,
+            arrived=int(total),
+            queued_load=queued,
+        )
+        return decision.drop
+
+    def _k_for(self, tau: float) -> int:
+        return int(round(tau / self.config.trigger_s))
 
     def _ask_policy(
         self, k: int, backlog: Backlog, lo: np.ndarray, hi: np.ndarray, capacity: float
@@ -1522,6 +1580,14 @@ class NodeController:
                         plan=plan, batch_id=batch_id, rows=int(rows), duration_s=float(duration_s)
                     ),
                 )
+            if self.load_control is not None and boundary is not None:
+                arrived_at = self._arrival_mid.get(boundary)
+                for k_old in [k for k in self._arrival_mid if k <= boundary]:
+                    del self._arrival_mid[k_old]  # merged into this batch, or already seen
+                if arrived_at is not None:
+                    self.load_control.observe(
+                        rows=int(rows), response_s=self.feed_time() - arrived_at
+                    )
             rec = self._intervals.get(boundary) if boundary is not None else None
             if rec is not None:
                 rec.processed += int(rows)

@@ -473,6 +473,8 @@ class Node:
             seed=cfg.seed,
             clock=self._mode,
             capacity_tuples=cap,
+            # calibration measures the capacity with nothing shed: no load manager there
+            load_control=None if calibrating else cfg.load_control(),
         )
         root = self._checkpoint_root(phase)
         # With a checkpoint directory the run's results are kept beside Spark's offset log, so

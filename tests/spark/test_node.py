@@ -376,3 +376,23 @@ def test_queries_with_half_one_and_five_second_windows_all_get_results(spark, tm
     # every 5 s window starts on a multiple of 5 s (windows are aligned in Unix time)
     starts = res[res["query"] == "a5"]["window_start"].map(pd.Timestamp.timestamp)
     assert (starts % 5.0 == 0).all()
+
+
+def test_a_load_manager_decides_the_drop_from_what_spark_measured(spark, tmp_path):
+    # Aurora with a headroom far below the measured load: it sheds L − H every interval
+    cfg = _config(tmp_path, load_manager="aurora", load_manager_options={"capacity": 0.05})
+    node = Node(cfg, spark=spark)
+    node.start()
+    try:
+        _wait_batches(node, 4)
+        recs = list(node.controller.load_control.records)
+        hist = node.history()
+    finally:
+        node.stop()
+    assert node.controller.load_control.target_s == 1.5  # 3 intervals of 0.5 s
+    assert recs and all(r["load"] > 0.05 for r in recs if r["arrived"])
+    shed = [r for r in recs if r["drop"] > 0]
+    assert shed and all(r["drop"] == pytest.approx(1 - 0.05 / r["load"]) for r in shed)
+    assert any(r.admitted_tuples < r.arrived_tuples for r in hist)
+    timed = [r for r in recs if r["response_time_s"] is not None]
+    assert timed and all(0 < r["response_time_s"] < 60 for r in timed)  # arrival → result

@@ -1,0 +1,81 @@
+"""A load manager deciding the controller's drop fraction from measured statistics (no JVM)."""
+
+from __future__ import annotations
+
+import pytest
+
+from spillway.errors import ConfigError, UnknownNameError
+from spillway.policies import make_policy
+from spillway.spark.controller import ControllerConfig, NodeController
+from spillway.spark.load_control import LoadControl, LoadControlConfig
+from tests.spark.test_controller import _plans
+
+
+def _controller(manager: str, **settings):
+    lc = LoadControlConfig(manager=manager, target_intervals=2, settings=settings)
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, load_control=lc)
+    return NodeController(cfg, _plans(), make_policy("uniform", seed=1), epoch_s=100.0)
+
+
+def test_config_errors_name_the_setting():
+    with pytest.raises(UnknownNameError, match="unknown load manager 'pid'; known: aloma"):
+        LoadControlConfig(manager="pid")
+    with pytest.raises(ConfigError, match="target_intervals must be a finite number > 0"):
+        LoadControlConfig(manager="ctrl", target_intervals=-1)
+    with pytest.raises(ConfigError, match="must not set target_s.*set target_intervals"):
+        LoadControlConfig(manager="ctrl", settings={"target_s": 2.0})
+    with pytest.raises(ConfigError, match="load manager 'aurora' has no setting pole"):
+        LoadControlConfig(manager="aurora", settings={"pole": 0.5})
+    with pytest.raises(ConfigError, match="settings must be a table of settings"):
+        LoadControlConfig(manager="aurora", settings=[("capacity", 1.0)])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="load_control must be a LoadControlConfig or None"):
+        ControllerConfig(load_control="aloma")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="trigger_s must be a finite number > 0"):
+        LoadControl(LoadControlConfig(manager="aloma"), trigger_s=0)
+
+
+def test_target_in_intervals_becomes_seconds():
+    cfg = LoadControlConfig(manager="seamless", target_intervals=4, settings={"period": 5})
+    assert cfg.manager_config(0.5).target_s == 2.0
+    assert cfg.manager_config(0.5).period == 5
+    assert not hasattr(LoadControlConfig(manager="aurora").manager_config(0.5), "target_s")
+
+
+def test_aurora_sheds_the_measured_load_above_its_headroom():
+    c = _controller("aurora", capacity=0.4)
+    start = c.initial_offset("avg")
+    c.latest_offset("avg", start)
+    rec = c.load_control.records[-1]
+    est = c.cost_estimates()
+    arrived = rec["arrived"]
+    # two plans receive tuples: each pays its overhead, every tuple its fitted per-tuple cost
+    work = sum(e.overhead_s for e in est.values()) + est["avg"].per_tuple_s * arrived
+    assert rec["load"] == pytest.approx(work / 1.0)
+    assert rec["drop"] == pytest.approx((rec["load"] - 0.4) / rec["load"])
+    h = c.history()[-1]
+    assert h.admitted_tuples == pytest.approx(h.arrived_tuples * (1 - rec["drop"]), abs=2)
+
+
+def test_a_high_headroom_keeps_everything_and_no_manager_leaves_the_detector():
+    c = _controller("aurora", capacity=50.0)
+    start = c.initial_offset("avg")
+    c.latest_offset("avg", start)
+    assert c.load_control.records[-1]["drop"] == 0.0
+    assert c.history()[-1].admitted_tuples == c.history()[-1].arrived_tuples
+    plain = NodeController(
+        ControllerConfig(clock="logical", stw_s=4.0), _plans(), make_policy("uniform")
+    )
+    assert plain.load_control is None
+
+
+def test_measured_batches_give_the_response_time_arrival_to_result():
+    c = _controller("aloma")
+    start = c.initial_offset("avg")
+    off = c.latest_offset("avg", start)  # boundary 1: the rows of [0, 1) s, mean arrival 0.5 s
+    c.latest_offset("max", c.initial_offset("max"))
+    # logical clock: the batch finishes at feed time 1 s (the last decision's time)
+    c.observe_batch("avg", rows=30, duration_s=0.2, end_offset=off, start_offset=start)
+    c.decide(2)
+    rec = c.load_control.records[-1]
+    assert rec["processed"] == 30
+    assert rec["response_time_s"] == pytest.approx(0.5)
