@@ -85,7 +85,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, kafka-overload, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -101,6 +101,7 @@ from spillway.experiments import (
     federated_fairness,
     fragment_mix,
     kafka_overload,
+    load_managers,
     overhead,
     overload,
     related_work,
@@ -118,6 +119,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "cod-accuracy": cod_accuracy,
     "cod-latency": cod_latency,
     "kafka-overload": kafka_overload,
+    "load-managers": load_managers,
     "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,
