@@ -35,6 +35,7 @@ from spillway.experiments import cost_quality as cq
 from spillway.experiments import federated_fairness as ff
 from spillway.experiments import fragment_mix as fm
 from spillway.experiments import kafka_overload as ko
+from spillway.experiments import load_managers as lm
 from spillway.experiments import overhead as oh
 from spillway.experiments import overload as ov
 from spillway.experiments import related_work as rw
@@ -104,6 +105,12 @@ ALL_GROUPED = ("error_cod_le_0.1", "error_uniform_ge_4x_cod", "missing_groups_co
 
 
 # ---------------------------------------- other inputs
+def _load_managers(**runs: tuple[float, float]) -> list[Check]:
+    """load-managers' checks on runs given as scheme=(mean delay violation s, loss)."""
+    rs = [{"scheme": k, "delay_violation_mean_s": v, "loss": x} for k, (v, x) in runs.items()]
+    return lm.checks(lm.make_config(quick=True), rs)
+
+
 def _drift_no_sweep() -> list[Check]:
     cfg = cd.CodDriftConfig(sweep=())
     feed = DriftSeries(distance=np.array([0.3, 0.2, 0.4]), overlap=np.array([0.7, 0.8, 0.6]))
@@ -225,6 +232,19 @@ ROWS: list[Row] = [
     elsewhere("cod-latency", "latency_below_normal cod_rows_within_20pct_of_uniform", NA,
               "no workload measured", "experiments/test_cod_latency.py::"
               "test_a_missing_mode_fails_and_no_run_is_not_applicable"),
+    # ---------------------------------------- load-managers
+    Row("load-managers", ("aloma_violation_le_0.1D", "seamless_violation_le_0.1D"), FAIL,
+        "ALoMa and SEaMLeSS 0.5 s over D = 1.5 s on average",
+        run=lambda: _load_managers(aloma=(0.5, 0.4), seamless=(0.5, 0.4))),
+    Row("load-managers", ("ctrl_wrong_h_violates_more_than_aloma",), FAIL,
+        "CTRL (H +20 %) 0.1 s of violation, ALoMa 0.5 s",
+        run=lambda: _load_managers(ctrl=(0.1, 0.4), aloma=(0.5, 0.4))),
+    Row("load-managers", ("aloma_violation_le_0.1D", "ctrl_wrong_h_violates_more_than_aloma"),
+        NA, "ALoMa did not run", run=lambda: _load_managers(ctrl=(0.1, 0.4)),
+        tag="-missing"),
+    Row("load-managers", ("every_scheme_sheds_under_overload",), FAIL,
+        "a scheme that shed nothing at 2x the measured capacity (loss 0)",
+        run=lambda: _load_managers(aurora=(0.0, 0.0), aloma=(0.05, 0.4))),
     # ---------------------------------------- kafka-overload
     *(elsewhere("kafka-overload", name, verdict, words,
                 "experiments/test_kafka_overload.py::"
@@ -433,6 +453,7 @@ EMPTY: dict[str, Callable[[], Sequence[Check]]] = {
     "cod-accuracy": lambda: ca.checks_of([], ca.CodAccuracyConfig()),
     "cod-latency": lambda: cl.checks([]),
     "kafka-overload": lambda: ko.checks(ko.make_config(quick=True), {}),
+    "load-managers": lambda: lm.checks(lm.make_config(quick=True), []),
     "overload": lambda: ov.checks({}),
     "sic-correlation": lambda: scor.checks([], []),
     "single-node-fairness": lambda: nf.checks([], nf.FairnessConfig(capacity_tuples_per_s=None)),
