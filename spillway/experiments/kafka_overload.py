@@ -20,7 +20,7 @@ time are a first capacity; (2) the capacity under load: the same with fresh topi
 ``level`` times that first figure (the producers and the broker share the node's two cores, so
 the node processes less while they send at the run's rate); the capacity is then the rate whose
 batch fills one trigger interval, from the fixed and per-row costs fitted over both runs' batches
-(:func:`operating_capacity`); (3) the run: fresh topics produced at ``level`` (3) times that
+(:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run: fresh topics produced at ``level`` (3) times that
 capacity together, the node shedding with BALANCE-SIC for
 ``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
 same functions over everything that arrived in the windows of the last ``exact_span_s`` seconds
@@ -56,7 +56,7 @@ from __future__ import annotations
 import math
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, replace
 from importlib.resources import files
 from pathlib import Path
@@ -65,11 +65,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
-from spillway.bench.spark_bench import fit_batch_cost, sustainable_rows_per_s
 from spillway.config import NodeConfig, QuerySpec
+from spillway.control.batch_fit import operating_capacity
 from spillway.errors import ConfigError, SpillwayError
 from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
+    KEEP_ALL,
     LevelRun,
     batch_capacity,
     check_positive,
@@ -111,13 +112,6 @@ VALUES: dict[str, str] = {"fares": "mean_fare", "trips": "mean_fare"}
 #: processes on this 2-core machine but not so far above that the producers alone fill both
 #: cores, as they did at 150,000 tuples/s.
 PROBE_RATE = 30_000.0
-
-#: The fixed capacity (tuples/s) of a capacity run's node: far above any rate here, so it
-#: keeps every tuple and its batches grow with what arrives; their rows over batch time are
-#: what the node processes per second of work under the producers' load. (A node that sheds
-#: while it measures admits what its cost model allows, and on this machine the model, fitted
-#: on the first batches, allowed almost nothing: 82 tuples/s at 30,000 produced.)
-KEEP_ALL = 1e9
 
 #: The producers' rate (tuples/s in all) while a node warms up (see :func:`_phase`).
 WARM_RATE = 2_000.0
@@ -347,36 +341,6 @@ def _capacity(run: LevelRun, from_s: float, trigger_s: float, what: str) -> floa
     if not (math.isfinite(capacity) and capacity > 0):
         raise SpillwayError(f"the {what} run processed no measured batch")
     return capacity
-
-
-def operating_capacity(
-    batches: Sequence[Mapping[str, Any]], trigger_s: float, fallback: float
-) -> dict[str, Any]:
-    """The rate whose micro-batch fills one trigger interval, from the node's own costs.
-
-    A node that keeps everything has batches that grow with what arrives, and rows over batch
-    time grow with them (the fixed cost spread over more rows): that figure overshoots what
-    the node sustains with one batch a trigger. Instead, ``duration = fixed + per_row * rows``
-    is fitted over the capacity runs' ``batches`` (both runs together: their batch sizes
-    differ, which is what separates the two terms) and the capacity is the rate whose batch
-    takes one trigger interval, ``(trigger - fixed) / per_row / trigger``. When the fit cannot
-    separate the terms (sizes too alike, a negative term, a fixed cost filling the trigger),
-    ``fallback`` (rows over batch time) is the capacity and ``capacity_method`` says so.
-
-    >>> b = [{"rows": r, "duration_s": 0.5 + 1e-5 * r} for r in (20_000, 40_000, 80_000)]
-    >>> operating_capacity(b, 2.0, fallback=9e9)
-    {'capacity_tuples_per_s': 75000.0, 'capacity_method': 'fit', 'fixed_s': 0.5, 'per_row_s': 1e-05}
-    >>> operating_capacity(b[:1] * 3, 2.0, fallback=40_000.0)["capacity_method"]
-    'rows over batch time (fit not possible)'
-    """
-    fixed, per_row = fit_batch_cost(batches)
-    capacity = sustainable_rows_per_s(fixed, per_row, trigger_s) if fixed >= 0 else math.nan
-    if math.isfinite(capacity) and capacity > 0:
-        return {"capacity_tuples_per_s": round(capacity, 6), "capacity_method": "fit",
-                "fixed_s": fixed, "per_row_s": per_row}  # fmt: skip
-    return {"capacity_tuples_per_s": fallback,
-            "capacity_method": "rows over batch time (fit not possible)",
-            "fixed_s": fixed, "per_row_s": per_row}  # fmt: skip
 
 
 def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:

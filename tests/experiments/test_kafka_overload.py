@@ -15,7 +15,6 @@ from spillway.experiments.kafka_overload import (
     KafkaOverloadConfig,
     checks,
     make_config,
-    operating_capacity,
     window_errors,
 )
 
@@ -116,16 +115,3 @@ def test_the_window_error_counts_a_missing_route_as_1_and_compares_sic_mass():
 def test_bad_settings_are_refused(kw, match):
     with pytest.raises(ConfigError, match=match):
         KafkaOverloadConfig(**kw)
-
-
-@pytest.mark.parametrize(
-    ("fixed", "per_row", "method"),
-    [(0.5, 1e-5, "fit"), (2.5, 1e-5, "rows over batch time (fit not possible)"),
-     (-0.4, 1e-5, "rows over batch time (fit not possible)")],
-)  # fmt: skip
-def test_operating_capacity_is_the_rate_whose_batch_fills_the_trigger(fixed, per_row, method):
-    batches = [{"rows": r, "duration_s": fixed + per_row * r} for r in (10_000, 30_000, 90_000)]
-    got = operating_capacity(batches, 2.0, fallback=12_345.0)
-    assert got["capacity_method"] == method
-    want = (2.0 - fixed) / per_row / 2.0 if method == "fit" else 12_345.0
-    assert got["capacity_tuples_per_s"] == pytest.approx(want)
