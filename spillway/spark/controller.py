@@ -226,7 +226,8 @@ LOG_GROUP_SAMPLE = 20_000
 #: the batch's planning: at 10x overload (4.3 M tuples an interval here) a full scan took half
 #: of a 1 s trigger's budget (``spillway experiment overload``: cod kept 0.45 % at 10x, the
 #: others 21-24 %). 200,000 keys cost about 20 ms and still see every group of the built-in
-#: feeds; a group the sample misses gets no keep and counts as a missing group in the report.
+#: feeds; a group the sample misses is not listed in the offset, so it is kept whole (as for
+#: logs: docs/design.md, "Executors read only what is kept").
 GROUP_SAMPLE = 200_000
 
 _SAMPLE_KEY = 0x5A3B1E
