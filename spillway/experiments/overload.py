@@ -597,7 +597,7 @@ def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:
                 f"{num(f['per_row_s'] * 1e6)} µs a row over keep-all batches, rows over batch "
                 f"time of a first run {f['rough_tuples_per_s']:,.0f}")  # fmt: skip
 
-    caps = ", ".join(
+    caps = "; ".join(
         f"{k} {v:,.0f} tuples/s{how(k)}" for k, v in measured.get("capacity", {}).items()
     )
     return (
