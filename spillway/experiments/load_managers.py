@@ -9,8 +9,8 @@ hand-tuned, CTRL with a wrong ``H`` falls behind.
 Here every scheme runs one spillway node on Spark (:class:`~spillway.spark.node.Node` with
 ``load_manager`` set, :mod:`spillway.spark.load_control`): the same queries, the same arrival
 rate (``overload`` times the capacity the first run measures, then fixed) and the same
-background job (:mod:`spillway.bench.background`, started ``background_start_s`` into the run,
-burning on/off in periods of ``background_period_s``). Aurora gets ``H`` equal to the node's
+background job (:mod:`spillway.feeds.background`, from ``background_start_s`` into the run,
+Pham's on/off patterns of 10/5/2/1 s, or one period of ``background_period_s`` in quick runs). Aurora gets ``H`` equal to the node's
 headroom, which is correct before the background job (the load is measured as predicted
 executor seconds per second, so batches that fill ``H`` of each interval keep up), CTRL ``H``
 20 % too high; SEaMLeSS and ALoMa start from Pham's ``H0 = 0.8`` untuned. ``D`` is stated in
@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spillway.bench.background import BackgroundLoad, BurnPattern
 from spillway.config import NodeConfig, QuerySpec
 from spillway.control.load_manager import check_count, check_number
 from spillway.errors import ConfigError
 from spillway.experiments._spark_runs import at_rate, experiment_spark, input_rate
 from spillway.experiments.checks import Check, by_construction, compare, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.feeds.background import PHAM_PATTERNS, BackgroundLoad, BackgroundSchedule
 from spillway.reporting import markdown_table, num
 
 NAME = "load-managers"
@@ -64,8 +64,9 @@ class LoadManagersConfig:
     overload : arrival rate as a multiple of the capacity the first run measures.
     duration_s : each run's length after calibration (s).
     warmup_s : leading seconds left out of the averages.
-    background_start_s, background_period_s : the background job burns from this time on,
-        on and off in turn for this many seconds (Pham: from 100 s, periods 10/5/2/1 s).
+    background_start_s : the background job burns from this time on (Pham: 100 s).
+    background_period_s : on and off in turn for this many seconds; None: Pham's 10/5/2/1 s
+        patterns of 60 s each.
     queries : the flat workload's queries (independent AVG queries on one feed each).
     rate : the queries' total rate before scaling (tuples/s).
     seed : the node seed.
@@ -83,7 +84,7 @@ class LoadManagersConfig:
     duration_s: float = 200.0
     warmup_s: float = 20.0
     background_start_s: float = 100.0
-    background_period_s: float = 10.0
+    background_period_s: float | None = None
     queries: int = 4
     rate: float = 4000.0
     seed: int = 0
@@ -94,10 +95,17 @@ class LoadManagersConfig:
         check_number("duration_s", self.duration_s, low=0, low_ok=False)
         check_number("warmup_s", self.warmup_s, low=0, high=self.duration_s, high_ok=False)
         check_number("background_start_s", self.background_start_s, low=0)
-        check_number("background_period_s", self.background_period_s, low=0, low_ok=False)
+        self.schedule()  # the background settings must make a schedule
         check_count("queries", self.queries, low=1)
         for manager, settings in self.schemes:
             self.node(manager, settings)
+
+    def schedule(self) -> BackgroundSchedule:
+        """The background job's on/off schedule (time 0: the node's feed time 0)."""
+        p = self.background_period_s
+        rest = max(self.duration_s - self.background_start_s, 1.0)
+        phases = PHAM_PATTERNS if p is None else ((p, p, rest),)
+        return BackgroundSchedule(start_s=self.background_start_s, phases=phases)
 
     @property
     def target_s(self) -> float:
@@ -149,14 +157,10 @@ def measure(config: LoadManagersConfig) -> list[dict[str, Any]]:
             node = Node(cfg, spark=spark)
             node.start()
             scale = scale if scale is not None else node.rate_scale
-            pattern = BurnPattern(
-                start_s=config.background_start_s,
-                on_s=config.background_period_s,
-                off_s=config.background_period_s,
-            )
             t0 = node.controller.feed_time()
+            burner = BackgroundLoad(config.schedule())
             try:
-                with BackgroundLoad(pattern, until_s=config.duration_s):
+                with burner.start(time.monotonic() - t0):  # schedule time 0 = feed time 0
                     time.sleep(config.duration_s)
                 lc = node.controller.load_control
                 assert lc is not None
@@ -170,6 +174,7 @@ def measure(config: LoadManagersConfig) -> list[dict[str, Any]]:
                     "settings": dict(settings),
                     "rate": input_rate(cfg) * (scale if cfg.overload is not None else 1.0),
                     "records": records,
+                    "background_cpu_s": burner.cpu_seconds(),
                     "arrived": [(r.t - t0, r.arrived_tuples, r.admitted_tuples) for r in hist],
                 }
             )
@@ -225,6 +230,7 @@ def summarise(config: LoadManagersConfig, run: Mapping[str, Any]) -> dict[str, A
         "loss": 1.0 - sum(k for _, k in arr) / arrived if arrived else math.nan,
         "headroom_final": caps[-1] if caps else math.nan,
         "intervals": len(recs),
+        "background_cpu_s": run.get("background_cpu_s", math.nan),
     }
 
 
@@ -302,7 +308,7 @@ def analyse(config: LoadManagersConfig, measured: Sequence[Mapping[str, Any]]) -
     ]  # fmt: skip
     cols = ["scheme", "workload", "target_s", "delay_violation_mean_s",
             "delay_violation_before_s", "delay_violation_after_s", "response_mean_s", "loss",
-            "headroom_final", "rate_tuples_per_s"]  # fmt: skip
+            "headroom_final", "rate_tuples_per_s", "background_cpu_s"]  # fmt: skip
     c = {k.name: k for k in cks}
     paper = markdown_table([
         {"claim": "ALoMa mean delay violation", "paper": "0.06-0.09 s at D = 2 s (< 0.1·D)",
@@ -325,7 +331,12 @@ def analyse(config: LoadManagersConfig, measured: Sequence[Mapping[str, Any]]) -
             " x the capacity the first run measured (then the same for every scheme). "
             f"D = {num(config.target_intervals)} trigger intervals = {num(d)} s. Background job: "
             f"one CPU-burning process from {num(config.background_start_s)} s, on/off "
-            f"{num(config.background_period_s)} s. Runs of {num(config.duration_s)} s, the first "
+            + (
+                f"{num(config.background_period_s)} s"
+                if config.background_period_s
+                else "10/5/2/1 s (60 s each)"
+            )
+            + f" (CPU seconds it burnt: summary.json `background_cpu_s`). Runs of {num(config.duration_s)} s, the first "
             f"{num(config.warmup_s)} s left out. Schemes: "
             + ", ".join(f"{m} {dict(s) or '(untuned)'}" for m, s in config.schemes)
             + "."
