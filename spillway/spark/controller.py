@@ -1596,10 +1596,10 @@ class NodeController:
                 arrived_at = self._arrival_mid.get(boundary)
                 for k_old in [k for k in self._arrival_mid if k <= boundary]:
                     del self._arrival_mid[k_old]  # merged into this batch, or already seen
-                if arrived_at is not None:
-                    self.load_control.observe(
-                        rows=int(rows), response_s=self.feed_time() - arrived_at
-                    )
+                self.load_control.observe(
+                    rows=int(rows),
+                    response_s=None if arrived_at is None else self.feed_time() - arrived_at,
+                )
             rec = self._intervals.get(boundary) if boundary is not None else None
             if rec is not None:
                 rec.processed += int(rows)

@@ -110,6 +110,7 @@ class LoadControl:
         self._cfg = config.manager_config(trigger_s)
         self._state = self._lm.initial_state(self._cfg)
         self._rows = 0
+        self._timed = 0
         self._weighted_s = 0.0
         self.records: list[dict[str, Any]] = []
 
@@ -118,10 +119,14 @@ class LoadControl:
         """The manager's current capacity (headroom) estimate, in load units."""
         return float(self._lm.capacity_of(self._state))
 
-    def observe(self, *, rows: int, response_s: float) -> None:
-        """A micro-batch of ``rows`` rows finished, ``response_s`` after its rows' mean arrival."""
-        if rows > 0 and math.isfinite(response_s):
-            self._rows += int(rows)
+    def observe(self, *, rows: int, response_s: float | None) -> None:
+        """A micro-batch of ``rows`` rows finished, ``response_s`` after its rows' mean arrival
+        (None: not known; the rows still count as processed)."""
+        if rows <= 0:
+            return
+        self._rows += int(rows)
+        if response_s is not None and math.isfinite(response_s):
+            self._timed += int(rows)
             self._weighted_s += int(rows) * max(float(response_s), 0.0)
 
     def decide(
@@ -129,7 +134,7 @@ class LoadControl:
     ) -> LoadDecision:
         """Step the manager with the interval that ended at feed time ``t``; the measured
         batches since the last decision are consumed."""
-        rt = self._weighted_s / self._rows if self._rows else None
+        rt = self._weighted_s / self._timed if self._timed else None
         stats = IntervalStats(
             interval_s=interval_s,
             load=max(load, 0.0),
@@ -152,5 +157,5 @@ class LoadControl:
                 "capacity": decision.capacity,
             }
         )
-        self._rows, self._weighted_s = 0, 0.0
+        self._rows, self._timed, self._weighted_s = 0, 0, 0.0
         return decision

@@ -79,3 +79,13 @@ def test_measured_batches_give_the_response_time_arrival_to_result():
     rec = c.load_control.records[-1]
     assert rec["processed"] == 30
     assert rec["response_time_s"] == pytest.approx(0.5)
+
+
+def test_rows_without_a_known_arrival_time_still_count_as_processed():
+    lc = LoadControl(LoadControlConfig(manager="ctrl"), trigger_s=1.0)
+    lc.observe(rows=40, response_s=None)
+    lc.observe(rows=10, response_s=2.0)
+    lc.observe(rows=0, response_s=9.0)
+    lc.decide(t=1.0, interval_s=1.0, load=0.5, arrived=50, queued_load=0.1)
+    assert lc.records[-1]["processed"] == 50
+    assert lc.records[-1]["response_time_s"] == 2.0
