@@ -1045,6 +1045,8 @@ class NodeController:
             keep = count.copy()
         else:
             keep, units = self._ask_policy(k, backlog, lo, lo + count, ask)
+        if self.load_control is not None:
+            self.load_control.note_dropped(int((count - keep).sum()))
         self._decided = np.maximum(self._decided, arrived_end)
         grouped = units is not None and units.grouped
         bounds = None

@@ -112,6 +112,7 @@ class LoadControl:
         self._rows = 0
         self._timed = 0
         self._weighted_s = 0.0
+        self._dropped = 0
         self.records: list[dict[str, Any]] = []
 
     @property
@@ -129,6 +130,10 @@ class LoadControl:
             self._timed += int(rows)
             self._weighted_s += int(rows) * max(float(response_s), 0.0)
 
+    def note_dropped(self, n: int) -> None:
+        """``n`` arrived tuples were shed (reported with the next interval's statistics)."""
+        self._dropped += max(int(n), 0)
+
     def decide(
         self, *, t: float, interval_s: float, load: float, arrived: int, queued_load: float
     ) -> LoadDecision:
@@ -139,6 +144,7 @@ class LoadControl:
             interval_s=interval_s,
             load=max(load, 0.0),
             arrived=int(arrived),
+            dropped=self._dropped,
             processed=self._rows,
             outputs=self._rows,
             queued_load=max(queued_load, 0.0),
@@ -150,6 +156,7 @@ class LoadControl:
                 "t": t,
                 "load": stats.load,
                 "arrived": stats.arrived,
+                "dropped": stats.dropped,
                 "processed": stats.processed,
                 "queued_load": stats.queued_load,
                 "response_time_s": rt,
@@ -157,5 +164,5 @@ class LoadControl:
                 "capacity": decision.capacity,
             }
         )
-        self._rows, self._timed, self._weighted_s = 0, 0, 0.0
+        self._rows, self._timed, self._weighted_s, self._dropped = 0, 0, 0.0, 0
         return decision

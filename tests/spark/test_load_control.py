@@ -54,6 +54,8 @@ def test_aurora_sheds_the_measured_load_above_its_headroom():
     assert rec["drop"] == pytest.approx((rec["load"] - 0.4) / rec["load"])
     h = c.history()[-1]
     assert h.admitted_tuples == pytest.approx(h.arrived_tuples * (1 - rec["drop"]), abs=2)
+    c.decide(2)  # the shed tuples are reported with the next interval's statistics
+    assert c.load_control.records[-1]["dropped"] == h.arrived_tuples - h.admitted_tuples
 
 
 def test_a_high_headroom_keeps_everything_and_no_manager_leaves_the_detector():
@@ -86,6 +88,8 @@ def test_rows_without_a_known_arrival_time_still_count_as_processed():
     lc.observe(rows=40, response_s=None)
     lc.observe(rows=10, response_s=2.0)
     lc.observe(rows=0, response_s=9.0)
+    lc.note_dropped(7)
     lc.decide(t=1.0, interval_s=1.0, load=0.5, arrived=50, queued_load=0.1)
     assert lc.records[-1]["processed"] == 50
     assert lc.records[-1]["response_time_s"] == 2.0
+    assert lc.records[-1]["dropped"] == 7  # CTRL's virtual queue leaves the shed tuples out
