@@ -6,43 +6,59 @@ keeps the dashboard open and a scraper reads ``/metrics`` every ``--scrape-s`` s
 pair's order alternates (plain first, then watched first, ...) so a drift of the machine does
 not favour one side. Run it under the shared lock (it measures)::
 
-    flock /tmp/spillway-heavy.lock .venv/bin/python scripts/ui_overhead.py --pairs 4 \\
-        --duration 120 --config scripts/ui_overhead_node.toml --out runs/ui-overhead
+    flock /tmp/spillway-heavy.lock .venv/bin/python scripts/ui_overhead.py --pairs 6 \\
+        --duration 120 --out runs/ui-overhead
 
-It writes ``runs.json`` (every run, with the pairs left out) and ``summary.md`` (the table,
-date and commit) into ``--out``.
+It writes ``runs.json`` (every run, the pairs left out with why) and ``summary.md`` (date,
+commit, the table) into ``--out``; ``--table runs/ui-overhead/runs.json`` prints the summary
+again.
 
-The node (``scripts/ui_overhead_node.toml``)
---------------------------------------------
-Fixed rates and a fixed seed, no capacity calibration: every run gets exactly the same
-arrivals (a calibration would measure a slightly different capacity each run and scale the
-rates by it). The rates are about twice what the node processes on this machine, so it sheds
-all run long and the controller admits, every 1 s interval, what its cost model says the node
-can process: the node works at its capacity, in tens of micro-batches a minute.
+The node (``scripts/ui_overhead_node.toml``) does fixed work
+-------------------------------------------------------------
+Fixed, constant rates (300,000 tuples/s) and a fixed seed, no capacity calibration (it would
+measure a slightly different capacity each run and scale the rates by it): every run gets
+exactly the same arrivals, and after its start the node admits them all, so both runs of a
+pair process the same rows in the same micro-batches (about 600,000 rows each, in about 1 s
+of every 2 s interval here: tens of batches a run). CPU taken from the node then shows as
+slower batches.
 
-What is compared, and why
--------------------------
-The verdict is **rows processed per second of wall time** over the *measured part* of the
-run: the finished intervals from ``--settle-s`` seconds after the first one to the end
-(:func:`figures`). That is the node's throughput at its capacity, which is what the dashboard
-could take from it: CPU that the page, the browser or the scraper take while a micro-batch
-runs makes the batch slower, the cost model sees it and the controller admits fewer rows; CPU
-they take while the node waits for its next interval (the ``headroom`` left free) costs the
-node nothing, and rightly counts nothing. ``--settle-s`` leaves out the start, where the
-cost model is still forgetting the first, slow micro-batches (JVM warm-up): in trial runs
-the admitted rate was still climbing 30 s after the first interval, and the run report's own
-steady part (from one STW on) includes that climb.
+Why not overloaded: the first version of this script ran the node at about 1.7 times what it
+processes, so that CPU taken would show as fewer rows admitted. In trial runs (1 s trigger,
+about 890,000 tuples/s arriving) the controller's cost model settled, from run to run, into
+states that admitted very different amounts: one watched run processed 98,000 rows/s beside
+428,000 in its plain pair, while the node used the same CPU in both (1.45 and 1.48 cores) and
+the browser with the scraper 0.07 cores. A throughput difference there measures the learning,
+not the dashboard. Why a 2 s trigger: at 1 s the node's fixed cost per batch is close to the
+0.8 s budget and the controller made batches span one interval in one run and two in the next
+(56 and 27 batches in 54 s of two plain trial runs), which moves rows per batch second by a
+third (339,000 and 495,000).
 
-The second figure is **rows per second of micro-batch time** over the same part (the run
-report's ``capacity_measured_tuples_per_s``, recomputed there): how fast a batch runs. It
-says where a cost shows, but it also moves with the batch size the controller chose (a batch's
-fixed cost is spread over more rows in a larger batch), so it is reported, not judged.
+What is compared
+----------------
+The verdict is **rows per second of micro-batch time** over the *measured part* of each run:
+the finished intervals from ``--settle-s`` (40) seconds after the first one to the end
+(:func:`figures`; the run report's ``capacity_measured_tuples_per_s``, recomputed there).
+The first 40 s are left out because the first batches are slow (JVM warm-up, Chromium
+starting beside it in the watched run) and the cost model needs a while to forget them.
+The relative difference (watched - plain) / plain is the share of its processing rate the
+node lost. A pair counts only if both runs did the same work: neither shed more than
+``--shed-max`` of the tuples of its measured part (a cost model still pessimistic after the
+slow start can shed for a minute; such a pair is left out, listed, and run again).
+Rows processed per second of wall time are reported beside as that check (equal when both
+runs processed everything).
+
+CPU the dashboard takes while the node waits for its next interval costs this node nothing:
+the batch times do not see it. :class:`CpuAccount` therefore also reports the CPU of each
+side from ``/proc``: the node's process tree (driver with the dashboard's server thread, JVM,
+Python workers), the browser with the scraper, and every other process. What watching took
+in all (browser and scraper plus the node's extra CPU) over the machine's cores is what it
+could take from a node that used every core.
 
 The machine is shared: a run is *disturbed* when processes outside this script's own tree
-used more than ``--foreign-max`` cores on average while it ran (:class:`CpuAccount`, from
-``/proc``); a pair with a disturbed run is left out, listed, and run again (at most
-``--retries`` times in all). Before each run the script waits (at most ``--quiet-wait-s``)
-until the other processes are quiet. A run that fails is reported and run once more.
+used more than ``--foreign-max`` cores on average while it ran; such a pair is left out,
+listed, and run again (at most ``--retries`` pairs left out in all). Before each run the
+script waits (at most ``--quiet-wait-s``) until the other processes are quiet. A run that
+fails is reported and run once more.
 """
 
 from __future__ import annotations
@@ -77,118 +93,137 @@ FLAGS = [
     "--disable-sync",
     "--disable-dev-shm-usage",
 ]
-#: The figures compared (keys of :func:`figures`), the first one the verdict.
-MEASURES = ("processed_per_batch_s", "processed_per_wall_s")
-LABELS = {
-    "processed_per_batch_s": "rows per s of micro-batch time",
-    "processed_per_wall_s": "rows processed per s of wall time",
-}
+#: The columns of ``intervals.csv`` a run keeps (in ``runs.json``).
+COLUMNS = ("t_s", "span_s", "arrived_tuples", "admitted_tuples", "processed_tuples", "batch_s")
 
 
-def figures(rows: Sequence[Mapping[str, str]], settle_s: float) -> dict[str, float]:
-    """The compared figures from a run's ``intervals.csv`` rows over its measured part: the
-    finished intervals from ``settle_s`` after the first one on. ``shed_share`` is the share
-    of the tuples that arrived there that the node shed (0: it processed the same work as
-    any other run of the config).
+def finished(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, float]]:
+    """A run's ``intervals.csv`` rows as numbers, without the trailing intervals whose batch
+    never finished (the node stopped during it)."""
+    done = [{c: float(r[c]) for c in COLUMNS} for r in rows]
+    while done and done[-1]["processed_tuples"] == 0 and done[-1]["batch_s"] == 0:
+        done.pop()
+    return done
 
-    >>> rows = [{"t_s": t, "span_s": "1.0", "arrived_tuples": a, "admitted_tuples": p,
-    ...          "processed_tuples": p, "batch_s": b}
-    ...         for t, a, p, b in [("5", "90", "10", "4.0"), ("6", "100", "100", "0.5"),
-    ...                            ("7", "300", "300", "0.5"), ("8", "300", "0", "0.0")]]
-    >>> f = figures(rows, settle_s=1.0)
-    >>> f["processed_per_batch_s"], f["processed_per_wall_s"], f["batch_s_mean"], f["shed_share"]
-    (400.0, 200.0, 0.5, 0.0)
-    >>> f["measured_s"], f["batches"]
-    (2.0, 2)
+
+def shed_share(rows: Sequence[Mapping[str, float]], settle_s: float) -> float:
+    """Share of the tuples arriving from ``settle_s`` after the first interval on that the run
+    shed (0: it processed all it was given).
+
+    >>> rows = [{"t_s": t, "arrived_tuples": a, "admitted_tuples": k}
+    ...         for t, a, k in [(2.0, 900, 100), (4.0, 100, 100), (6.0, 100, 60)]]
+    >>> shed_share(rows, settle_s=2.0)
+    0.2
     """
-    done = list(rows)
-    while done and float(done[-1]["processed_tuples"]) == 0 and float(done[-1]["batch_s"]) == 0:
-        done.pop()  # never finished: the node stopped during it
-    t0 = float(done[0]["t_s"]) if done else 0.0
-    part = [r for r in done if float(r["t_s"]) - t0 >= settle_s - 1e-9]
-    span = sum(float(r["span_s"]) for r in part)
-    processed = sum(float(r["processed_tuples"]) for r in part)
-    batch = sum(float(r["batch_s"]) for r in part)
-    arrived = sum(float(r["arrived_tuples"]) for r in part)
-    batches = sum(1 for r in part if float(r["batch_s"]) > 0)
-    ratio = lambda a, b: a / b if b > 0 else math.nan  # noqa: E731
-    return {
-        "processed_per_batch_s": ratio(processed, batch),
-        "processed_per_wall_s": ratio(processed, span),
-        "batch_s_mean": ratio(batch, batches),
-        "shed_share": ratio(arrived - sum(float(r["admitted_tuples"]) for r in part), arrived),
-        "measured_s": span,
-        "batches": batches,
-    }
+    if not rows:
+        return math.nan
+    part = [r for r in rows if r["t_s"] - rows[0]["t_s"] >= settle_s - 1e-9]
+    arrived = sum(r["arrived_tuples"] for r in part)
+    kept = sum(r["admitted_tuples"] for r in part)
+    return (arrived - kept) / arrived if arrived > 0 else math.nan
 
 
-def pair_table(pairs: Sequence[Mapping[str, Mapping[str, Any]]], cores: int) -> list[str]:
-    """The markdown table of ``pairs`` (``{"first": ..., "plain": run, "watched": run}``, each
-    run as :func:`one_run` gives it), then per measure the mean relative difference
-    (watched - plain) / plain and its standard deviation over the pairs, and the mean CPU the
-    node and the browser with the scraper took (``cores``: the machine's).
+def same_work(
+    plain: Sequence[Mapping[str, float]], watched: Sequence[Mapping[str, float]], settle_s: float
+) -> dict[str, float]:
+    """The pair's comparison over the *same work*: the intervals (by feed time) from
+    ``settle_s`` after the first one on in which both runs admitted everything that arrived,
+    and in equal numbers, and both finished a batch. Per side, rows per second of micro-batch
+    time over those intervals (the run report's ``capacity_measured_tuples_per_s``), the mean
+    batch time, and the relative difference of the rates, (watched - plain) / plain.
 
-    >>> run = lambda x, node, watcher: {"processed_per_batch_s": x, "processed_per_wall_s": 50.0,
-    ...     "shed_share": 0.0, "batches": 60, "node_cores": node, "watcher_cores": watcher,
-    ...     "foreign_cores": 0.01}
-    >>> pair = lambda a, b: {"first": "plain", "plain": run(a, 1.5, 0.0),
-    ...     "watched": run(b, 1.6, 0.1) | {"scrapes": 20, "page_updates": 100}}
+    >>> row = lambda t, n, b, kept=None: {"t_s": t, "arrived_tuples": n,
+    ...     "admitted_tuples": n if kept is None else kept, "processed_tuples": n, "batch_s": b}
+    >>> plain = [row(2.0, 50, 4.0), row(4.0, 100, 0.5), row(6.0, 100, 0.5), row(8.0, 100, 0.4)]
+    >>> watched = [row(2.0, 50, 5.0), row(4.0, 100, 0.5), row(6.0, 100, 0.6, kept=80),
+    ...            row(8.0, 100, 0.6)]
+    >>> {k: round(v, 3) for k, v in same_work(plain, watched, settle_s=2.0).items()}
+    {'batches': 2, 'plain': 222.222, 'plain_batch_s': 0.45, 'watched': 181.818, 'watched_batch_s': 0.55, 'difference': -0.182}
+    """
+    t0 = min(rows[0]["t_s"] for rows in (plain, watched) if rows) if plain or watched else 0.0
+    by_t = {r["t_s"]: r for r in watched}
+    common = []
+    for p in plain:
+        w = by_t.get(p["t_s"])
+        if w is None or p["t_s"] - t0 < settle_s - 1e-9:
+            continue
+        if all(
+            r["admitted_tuples"] == r["arrived_tuples"] == p["arrived_tuples"] and r["batch_s"] > 0
+            for r in (p, w)
+        ):
+            common.append((p, w))
+    rows = sum(p["processed_tuples"] for p, _ in common)
+    out: dict[str, float] = {"batches": len(common)}
+    for i, side in enumerate(("plain", "watched")):
+        batch = sum(pw[i]["batch_s"] for pw in common)
+        out[side] = rows / batch if batch > 0 else math.nan
+        out[f"{side}_batch_s"] = batch / len(common) if common else math.nan
+    out["difference"] = (out["watched"] - out["plain"]) / out["plain"]
+    return out
+
+
+def pair_table(pairs: Sequence[Mapping[str, Any]], cores: int) -> list[str]:
+    """The markdown table of ``pairs`` (``first``, ``same_work`` (:func:`same_work`),
+    ``plain`` and ``watched`` as :func:`one_run` gives them), then the mean difference and its
+    standard deviation over the pairs, and the CPU each side took (``cores``: the machine's).
+
+    >>> run = lambda node, watcher: {"shed_share": 0.0, "batches": 40, "node_cores": node,
+    ...     "watcher_cores": watcher, "foreign_cores": 0.01}
+    >>> pair = lambda a, b: {"first": "plain", "plain": run(1.5, 0.0),
+    ...     "watched": run(1.6, 0.1) | {"scrapes": 20, "page_updates": 100},
+    ...     "same_work": {"batches": 30, "plain": a, "watched": b, "plain_batch_s": 1.0,
+    ...                   "watched_batch_s": a / b, "difference": (b - a) / a}}
     >>> lines = pair_table([pair(100.0, 98.0), pair(100.0, 96.0)], cores=2)
     >>> print(lines[2])
-    | 1 | plain | 100 | 98 | -2.0 % | 50 / 50 | 0.0 / 0.0 % | 60 / 60 | 1.50 / 1.60 | 0.10 | 0.01 / 0.01 | 20 / 100 |
+    | 1 | plain | 30 | 1.000 / 1.020 | 100 | 98 | -2.0 % | 0.0 / 0.0 % | 1.50 / 1.60 | 0.10 | 0.01 / 0.01 | 20 / 100 |
     >>> print("\\n".join(lines[-4:]))
-    - rows per s of micro-batch time: mean difference -3.0 %, standard deviation 1.4 % over 2 pairs
-    - rows processed per s of wall time: mean difference +0.0 %, standard deviation 0.0 % over 2 pairs
+    - rows per second of micro-batch time, watched against plain: mean difference -3.0 %, standard deviation 1.4 % over 2 pairs
     - CPU of the node: 1.50 cores plain, 1.60 watched (+0.10)
     - CPU of the browser and the scraper: 0.10 cores (5.0 % of the machine's 2)
+    - CPU watching took in all (browser and scraper, plus the node's extra): 0.20 cores (10.0 % of the machine's 2)
     """
-    diffs: dict[str, list[float]] = {m: [] for m in MEASURES}
     lines = [
-        "| pair | first | rows per batch-s plain | watched | difference | processed/s plain / "
-        "watched | shed plain / watched | batches plain / watched | node cores plain / watched "
+        "| pair | first | same batches | batch s plain / watched | rows per batch-s plain "
+        "| watched | difference | shed plain / watched | node cores plain / watched "
         "| browser + scraper cores | other processes' cores plain / watched "
         "| scrapes / page updates |",
         "|---|---|" + "---:|" * 10,
     ]
     for i, pair in enumerate(pairs, start=1):
-        plain, watched = pair["plain"], pair["watched"]
-        for m in MEASURES:
-            diffs[m].append((watched[m] - plain[m]) / plain[m])
-        m = MEASURES[0]
+        plain, watched, c = pair["plain"], pair["watched"], pair["same_work"]
         cells = [
             str(i),
             str(pair["first"]),
-            f"{plain[m]:,.0f}",
-            f"{watched[m]:,.0f}",
-            f"{100 * diffs[m][-1]:+.1f} %",
-            f"{plain['processed_per_wall_s']:,.0f} / {watched['processed_per_wall_s']:,.0f}",
+            str(c["batches"]),
+            f"{c['plain_batch_s']:.3f} / {c['watched_batch_s']:.3f}",
+            f"{c['plain']:,.0f}",
+            f"{c['watched']:,.0f}",
+            f"{100 * c['difference']:+.1f} %",
             f"{100 * plain['shed_share']:.1f} / {100 * watched['shed_share']:.1f} %",
-            f"{plain['batches']} / {watched['batches']}",
             f"{plain['node_cores']:.2f} / {watched['node_cores']:.2f}",
             f"{watched['watcher_cores']:.2f}",
             f"{plain['foreign_cores']:.2f} / {watched['foreign_cores']:.2f}",
             f"{watched.get('scrapes', 0)} / {watched.get('page_updates', 0)}",
         ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines.append("")
-    for m in MEASURES:
-        d = diffs[m]
-        sd = statistics.stdev(d) if len(d) > 1 else math.nan
-        lines.append(
-            f"- {LABELS[m]}: mean difference {100 * statistics.mean(d):+.1f} %, "
-            f"standard deviation {100 * sd:.1f} % over {len(d)} pairs"
-        )
+    d = [p["same_work"]["difference"] for p in pairs]
+    sd = statistics.stdev(d) if len(d) > 1 else math.nan
     node = [statistics.mean(p[side]["node_cores"] for p in pairs) for side in ("plain", "watched")]
-    lines.append(
-        f"- CPU of the node: {node[0]:.2f} cores plain, {node[1]:.2f} watched "
-        f"({node[1] - node[0]:+.2f})"
-    )
     watcher = statistics.mean(p["watched"]["watcher_cores"] for p in pairs)
-    lines.append(
+    extra = watcher + node[1] - node[0]
+    return [
+        *lines,
+        "",
+        f"- rows per second of micro-batch time, watched against plain: mean difference "
+        f"{100 * statistics.mean(d):+.1f} %, standard deviation {100 * sd:.1f} % over "
+        f"{len(d)} pairs",
+        f"- CPU of the node: {node[0]:.2f} cores plain, {node[1]:.2f} watched "
+        f"({node[1] - node[0]:+.2f})",
         f"- CPU of the browser and the scraper: {watcher:.2f} cores "
-        f"({100 * watcher / cores:.1f} % of the machine's {cores})"
-    )
-    return lines
+        f"({100 * watcher / cores:.1f} % of the machine's {cores})",
+        f"- CPU watching took in all (browser and scraper, plus the node's extra): {extra:.2f} "
+        f"cores ({100 * extra / cores:.1f} % of the machine's {cores})",
+    ]
 
 
 class CpuAccount:
@@ -298,7 +333,9 @@ def wait_up(url: str, proc: subprocess.Popen[str], timeout_s: float = 120.0) -> 
 
 
 def watch(proc: subprocess.Popen[str], ui: str, metrics: str, scrape_s: float) -> dict[str, Any]:
-    """Keep the dashboard open in Chromium and scrape /metrics until ``proc`` ends."""
+    """Keep the dashboard open in Chromium and scrape /metrics until ``proc`` ends; every
+    ``scrape_s`` seconds also read the feed time the page shows (how many it showed: the page
+    kept updating). Nothing else touches the page, so the browser's CPU is the page's."""
     from playwright.sync_api import sync_playwright
 
     scrapes = 0
@@ -317,10 +354,10 @@ def watch(proc: subprocess.Popen[str], ui: str, metrics: str, scrape_s: float) -
                     scrapes += 1
                 except OSError:
                     pass
+                with contextlib.suppress(Exception):  # the page goes with the server at the end
+                    js = "() => document.querySelector('#node-node')?.dataset.t || ''"
+                    seen_t.add(str(page.evaluate(js)))
                 next_scrape += scrape_s
-            with contextlib.suppress(Exception):  # the page goes with the server at the end
-                js = "() => document.querySelector('#node-node')?.dataset.t || ''"
-                seen_t.add(str(page.evaluate(js)))
             time.sleep(0.5)
         browser.close()
     return {"scrapes": scrapes, "page_updates": len(seen_t - {"", "null"})}
@@ -355,7 +392,7 @@ def one_run(args: argparse.Namespace, out: Path, watched: bool) -> dict[str, Any
         return {"watched": watched, "out": str(out), "failed": last}
     summary = json.loads((out / "summary.json").read_text())
     with (out / "intervals.csv").open() as f:
-        measured = figures(list(csv.DictReader(f)), args.settle_s)
+        rows = finished(list(csv.DictReader(f)))
     return {
         "watched": watched,
         "out": str(out),
@@ -363,13 +400,15 @@ def one_run(args: argparse.Namespace, out: Path, watched: bool) -> dict[str, Any
         "foreign_cores": cpu.cpu_s("other") / wall,
         "node_cores": cpu.cpu_s("node") / wall,
         "watcher_cores": cpu.cpu_s("watcher") / wall,
-        **measured,
+        "shed_share": shed_share(rows, args.settle_s),
+        "batches": sum(1 for r in rows if r["batch_s"] > 0),
         "seed": summary["seed"],
         "intervals": summary["intervals"],
         "arrived_tuples_per_s": summary["arrived_tuples_per_s"],
         "summary_processed_tuples_per_s": summary["processed_tuples_per_s"],
         "summary_capacity_measured_tuples_per_s": summary["capacity_measured_tuples_per_s"],
         **extra,
+        "rows": rows,
     }
 
 
@@ -398,11 +437,40 @@ def git_commit() -> str:
         return "unknown"
 
 
+def why_left_out(pair: Mapping[str, Any], foreign_max: float, min_batches: int) -> str | None:
+    """Why ``pair`` does not count (None: it counts): another process disturbed one of its
+    runs, or they share fewer than ``min_batches`` batches of the same work.
+
+    >>> run = lambda foreign: {"foreign_cores": foreign}
+    >>> pair = lambda a, b, n: {"plain": run(a), "watched": run(b), "same_work": {"batches": n}}
+    >>> why_left_out(pair(0.01, 0.02, 30), 0.05, 10)
+    >>> why_left_out(pair(0.30, 0.02, 30), 0.05, 10)
+    'disturbed: other processes used 0.30 cores'
+    >>> why_left_out(pair(0.01, 0.02, 4), 0.05, 10)
+    'only 4 batches of the same work (both runs admitted all) after the start'
+    """
+    worst = max(pair["plain"]["foreign_cores"], pair["watched"]["foreign_cores"])
+    if worst > foreign_max:
+        return f"disturbed: other processes used {worst:.2f} cores"
+    n = pair["same_work"]["batches"]
+    if n < min_batches:
+        return f"only {n} batches of the same work (both runs admitted all) after the start"
+    return None
+
+
+def report(record: Mapping[str, Any], cores: int) -> list[str]:
+    """``summary.md`` of a ``runs.json`` record: its header, the table of the pairs that
+    count and the pairs left out, with why."""
+    lines = [record["header"], "", *pair_table(record["pairs"], cores=cores)]
+    lines += [f"- left out: {p['name']} ({p['left_out']})" for p in record["left_out"]]
+    return lines
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    ap.add_argument("--pairs", type=int, default=4)
+    ap.add_argument("--pairs", type=int, default=6)
     ap.add_argument("--duration", type=float, default=120.0)
     ap.add_argument("--seed", type=int, help="seed of feeds and policy (default: the config's)")
     ap.add_argument("--config", default="scripts/ui_overhead_node.toml", help="node config")
@@ -420,54 +488,56 @@ def main() -> None:
         help="a run is disturbed when other processes used more cores than this on average",
     )
     ap.add_argument(
+        "--min-batches",
+        type=int,
+        default=10,
+        help="a pair is left out with fewer batches of the same work after the start",
+    )
+    ap.add_argument(
         "--quiet-wait-s",
         type=float,
         default=900.0,
         help="before each run, wait at most this long for other processes to go quiet",
     )
-    ap.add_argument("--retries", type=int, default=4, help="disturbed pairs run again, at most")
+    ap.add_argument("--retries", type=int, default=6, help="pairs left out run again, at most")
     ap.add_argument("--out", type=Path, default=Path("runs/ui-overhead"))
+    ap.add_argument(
+        "--table", type=Path, metavar="RUNS.json", help="only print the summary of a runs.json"
+    )
     args = ap.parse_args()
+    cores = os.cpu_count() or 1
+    if args.table is not None:
+        print("\n".join(report(json.loads(args.table.read_text()), cores)))
+        return
     args.out.mkdir(parents=True, exist_ok=True)
     began = datetime.datetime.now(datetime.UTC)
-    pairs: list[dict[str, Any]] = []
-    left_out: list[dict[str, Any]] = []
+    record: dict[str, Any] = {"header": "", "pairs": [], "left_out": []}
     attempt = 0
-    while len(pairs) < args.pairs:
+    while len(record["pairs"]) < args.pairs:
         attempt += 1
         name = f"pair{attempt}"
-        pair = run_pair(args, name, plain_first=len(pairs) % 2 == 0)
+        pair = run_pair(args, name, plain_first=len(record["pairs"]) % 2 == 0)
         pair["name"] = name
-        worst = max(pair["plain"]["foreign_cores"], pair["watched"]["foreign_cores"])
-        if worst > args.foreign_max:
-            left_out.append(pair)
-            print(f"{name}: disturbed (other processes used {worst:.2f} cores); left out")
-            if len(left_out) > args.retries:
-                raise SystemExit(f"{len(left_out)} pairs disturbed: the machine is not quiet")
-            continue
-        pairs.append(pair)
-        (args.out / "runs.json").write_text(  # so far, in case the script is stopped
-            json.dumps({"pairs": pairs, "left_out": left_out}, indent=2) + "\n"
-        )
+        pair["same_work"] = same_work(pair["plain"]["rows"], pair["watched"]["rows"], args.settle_s)
+        why = why_left_out(pair, args.foreign_max, args.min_batches)
+        if why is None:
+            record["pairs"].append(pair)
+        else:
+            record["left_out"].append(pair | {"left_out": why})
+            print(f"{name}: left out ({why})", flush=True)
+            if len(record["left_out"]) > args.retries:
+                raise SystemExit(f"{len(record['left_out'])} pairs left out: giving up")
+        # written after every pair, in case the script is stopped
+        (args.out / "runs.json").write_text(json.dumps(record, indent=2) + "\n")
     ended = datetime.datetime.now(datetime.UTC)
-    lines = [
-        f"{began:%Y-%m-%d %H:%M}-{ended:%H:%M} UTC, commit {git_commit()}: {args.pairs} pairs of "
-        f"{args.duration:g} s runs of {args.config}, seed {pairs[0]['plain']['seed']}, figures from "
-        f"{args.settle_s:g} s after the first interval, /metrics scraped every "
-        f"{args.scrape_s:g} s",
-        "",
-        *pair_table(pairs, cores=os.cpu_count() or 1),
-    ]
-    if left_out:
-        names = ", ".join(
-            f"{p['name']} ({max(p['plain']['foreign_cores'], p['watched']['foreign_cores']):.2f}"
-            " cores)"
-            for p in left_out
-        )
-        lines.append(f"- left out as disturbed by other processes: {names}")
-    (args.out / "runs.json").write_text(
-        json.dumps({"pairs": pairs, "left_out": left_out}, indent=2) + "\n"
+    record["header"] = (
+        f"{began:%Y-%m-%d %H:%M}-{ended:%H:%M} UTC, commit {git_commit()}: {args.pairs} pairs "
+        f"of {args.duration:g} s runs of {args.config}, seed {record['pairs'][0]['plain']['seed']}, "
+        f"figures from {args.settle_s:g} s after the first interval, /metrics scraped every "
+        f"{args.scrape_s:g} s"
     )
+    (args.out / "runs.json").write_text(json.dumps(record, indent=2) + "\n")
+    lines = report(record, cores)
     (args.out / "summary.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

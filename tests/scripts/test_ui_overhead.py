@@ -27,38 +27,43 @@ def test_doctests(script: ModuleType) -> None:
     assert result.attempted >= 8 and result.failed == 0
 
 
-def test_figures_leave_out_the_settling_start_and_unfinished_end(script: ModuleType) -> None:
-    rows = [
-        {
+def test_same_work_compares_only_intervals_both_runs_admitted_whole(
+    script: ModuleType,
+) -> None:
+    def row(t: float, arrived: int, kept: int, batch_s: float) -> dict[str, str]:
+        return {
             "t_s": str(t),
-            "span_s": "1.0",
-            "arrived_tuples": str(a),
-            "admitted_tuples": str(p),
-            "processed_tuples": str(p),
-            "batch_s": str(b),
+            "span_s": "2.0",
+            "arrived_tuples": str(arrived),
+            "admitted_tuples": str(kept),
+            "processed_tuples": str(kept),
+            "batch_s": str(batch_s),
         }
-        for t, a, p, b in [(3, 500, 50, 2.0), (4, 160, 120, 0.6), (5, 40, 80, 0.4), (6, 9, 0, 0.0)]
-    ]
-    f = script.figures(rows, settle_s=1.0)
-    assert f["processed_per_batch_s"] == pytest.approx(200.0)
-    assert f["processed_per_wall_s"] == pytest.approx(100.0)
-    assert f["shed_share"] == pytest.approx(0.0)  # 200 arrived, 200 admitted
-    assert (f["measured_s"], f["batches"]) == (2.0, 2)
-    assert math.isnan(script.figures([], settle_s=0.0)["processed_per_batch_s"])
+
+    plain = script.finished(
+        [row(2, 900, 600, 5.0), row(4, 600, 600, 1.0), row(6, 600, 600, 1.0), row(8, 600, 0, 0)]
+    )
+    watched = script.finished(
+        [row(2, 900, 600, 6.0), row(4, 600, 500, 0.9), row(6, 600, 600, 1.2), row(8, 600, 600, 1)]
+    )
+    assert len(plain) == 3  # the unfinished last interval is dropped
+    c = script.same_work(plain, watched, settle_s=2.0)
+    # t=4: the watched run shed; t=8: the plain run never finished it; only t=6 is the same work
+    assert c["batches"] == 1
+    assert (c["plain"], c["watched"]) == pytest.approx((600.0, 500.0))
+    assert c["difference"] == pytest.approx(-1 / 6)
+    assert script.shed_share(watched, settle_s=2.0) == pytest.approx(100 / 1800)
+    assert math.isnan(script.shed_share([], settle_s=0.0))
 
 
 def test_table_mean_and_spread_over_pairs(script: ModuleType) -> None:
     def pair(plain: float, watched: float) -> dict[str, object]:
-        base = {"foreign_cores": 0.0, "batches": 50, "node_cores": 1.5, "watcher_cores": 0.2}
-        base |= {"processed_per_wall_s": 10.0, "shed_share": 0.0}
-        return {
-            "first": "plain",
-            "plain": {**base, "processed_per_batch_s": plain},
-            "watched": {**base, "processed_per_batch_s": watched},
-        }
+        run = {"foreign_cores": 0.0, "shed_share": 0.0, "node_cores": 1.5, "watcher_cores": 0.2}
+        same = {"batches": 30, "plain": plain, "watched": watched, "plain_batch_s": 1.0}
+        same |= {"watched_batch_s": plain / watched, "difference": (watched - plain) / plain}
+        return {"first": "plain", "plain": run, "watched": run, "same_work": same}
 
     lines = script.pair_table([pair(200.0, 190.0), pair(100.0, 99.0), pair(50.0, 51.0)], cores=4)
     # differences -5 %, -1 %, +2 %: mean -1.33 %, sample standard deviation 3.51 %
     assert "mean difference -1.3 %, standard deviation 3.5 % over 3 pairs" in lines[-4]
-    assert "mean difference +0.0 %, standard deviation 0.0 %" in lines[-3]
-    assert lines[-1].endswith("0.20 cores (5.0 % of the machine's 4)")
+    assert lines[-2].endswith("0.20 cores (5.0 % of the machine's 4)")
