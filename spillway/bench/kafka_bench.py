@@ -74,8 +74,8 @@ class KafkaBenchConfig:
     segment_s : seconds of records at each rate (the measured batches per rate).
     partitions : partitions of the topic (the spillway node's sources).
     trigger_s : trigger interval of both sides (2 s: a log plan's fixed cost per micro-batch,
-        1.36 s here, does not fit a 1 s interval, where the node runs batches spanning several
-        intervals instead; Spark's Kafka source costs 0.75 s a batch).
+        0.9-1.1 s here (BENCHMARKS.md §4), does not fit a 1 s interval, where the node runs
+        batches spanning several intervals instead).
     warmup_batches : batches Spark's runs finish before counting (Spark starting its workers).
     warmup_s : seconds of records at ``rates[0]`` before the measured log (the spillway node's
         first batches start its Python workers); the batches that hold them are not counted.

@@ -2,9 +2,10 @@
 
 Shared by the Kafka experiments (``overload``, ``kafka-overload``): each topic gets its own
 producer process (as a user's ``spillway produce ... &`` would run), at a given rate per
-partition, until :meth:`Producers.stop`, which reports what the log received (the topics' end
-offsets) over the seconds the producers ran: a producer on a 2-core machine shared with Spark
-may not reach its rate, and the overload actually run is then computed from what was sent.
+partition, until :meth:`Producers.stop`, which reports what the log received from them (the
+topics' end offsets, less what they held before) over the seconds they ran: a producer on a
+2-core machine shared with Spark may not reach its rate, and the overload actually run is then
+computed from what was sent.
 
 >>> TopicLoad(feed="taxi", per_source=250.0, sources=2).argv("fares", 3)[:6]
 ['produce', 'fares', '--feed', 'taxi', '--sources', '2']
@@ -52,6 +53,8 @@ class Producers:
                 )
         self.conn, self.topics = conn, list(loads)
         self.asked_rate = sum(x.per_source * x.sources for x in loads.values())
+        #: Records the topics held before these producers started (not counted as theirs).
+        self.before = self._held()
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []
         self.t0 = time.monotonic()
         cli = "import sys; from spillway.cli import main; sys.exit(main(sys.argv[1:]))"
@@ -71,15 +74,18 @@ class Producers:
                     f"spillway produce for {topic} ended ({p.returncode}): {err.strip()[-300:]}"
                 )
 
-    def stop(self) -> dict[str, Any]:
-        """Stop every producer; what the topics received."""
+    def _held(self) -> int:
         from spillway.kafka.admin import partition_offsets
 
+        return sum(po.latest for t in self.topics for po in partition_offsets(self.conn, t))
+
+    def stop(self) -> dict[str, Any]:
+        """Stop every producer; what the topics received from them."""
         secs = time.monotonic() - self.t0
         for _, p in self.procs:
             if p.poll() is None:
                 p.kill()
             p.wait()
-        sent = sum(po.latest for t in self.topics for po in partition_offsets(self.conn, t))
+        sent = self._held() - self.before
         return {"produced": int(sent), "asked_rate": self.asked_rate,
                 "achieved_rate": sent / secs if secs > 0 else math.nan}  # fmt: skip

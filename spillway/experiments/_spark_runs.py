@@ -90,6 +90,8 @@ class LevelRun:
     user : per user query, its result rows (``Node.user_results``).
     user_exact : per user query, its function over everything that arrived in the windows of
         the exact answers (``Node.exact_user_results``), when ``exact`` was asked.
+    set_aside : per query reading a log, its records set aside as ``malformed`` or ``late``
+        (``Node.dead_letters.counts()``).
     """
 
     results: pd.DataFrame
@@ -106,6 +108,7 @@ class LevelRun:
     attempts: int = 1
     user: dict[str, pd.DataFrame] = field(default_factory=dict)
     user_exact: dict[str, pd.DataFrame] = field(default_factory=dict)
+    set_aside: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def input_rate(node: NodeConfig) -> float:
@@ -389,6 +392,7 @@ def _run_once(
             start = 0.0 if exact_span_s is None else max(0.0, until - exact_span_s)
             exact_df = _with_time(node.exact_results(until, from_s=start), config, epoch)
             user_exact = {n: node.exact_user_results(n, until, from_s=start) for n in users}
+        set_aside = node.dead_letters.counts()
     finally:
         node.stop()
     return LevelRun(
@@ -406,6 +410,7 @@ def _run_once(
         attempts=attempt + 1,
         user=user,
         user_exact=user_exact,
+        set_aside=set_aside,
     )
 
 

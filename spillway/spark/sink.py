@@ -25,6 +25,11 @@ the least per batch:
    unpersisted. GROUP-AVG is its own part: one aggregation per (query, window, key), then
    window functions over the (query, window) for the group-by SIC share and the window's
    totals (no exchange beyond the repartition by query id).
+3. a plan that reads logs (Kafka topics, folders) persists the batch as read, and the same
+   statement (:func:`log_sql`) also returns its malformed and late rows (the dead letters)
+   and, when its keys are text, the texts of the keys it saw: still ONE job a batch. Each was
+   a job of its own before; with three collects a Kafka COUNT batch cost 1.25 s fixed
+   (BENCHMARKS.md §4, ``spillway bench --only kafka --quick``), with one, 0.9-1.1 s.
 
 The SQL is the same plan as the DataFrame functions of :mod:`spillway.spark.queries` (which stay
 the reference: ``node.exact_results`` uses them, and the tests check that both give the same

@@ -31,9 +31,15 @@ def _windows(sic, slope=-1.0, seed=0):
 def _measured(**over):
     sic = np.linspace(0.2, 0.6, 20)
     m = {
+        "capacity_probe_tuples_per_s": 27_000.0,
+        "probe_producers": {"produced": 4.4e6, "achieved_rate": 110_000.0},
         "capacity_tuples_per_s": 18_000.0,
+        "loaded_producers": {"produced": 3.1e6, "achieved_rate": 79_000.0},
         "asked_rate": 54_000.0,
         "producers": {"produced": 5.1e6, "achieved_rate": 51_000.0},
+        "arrived_tuples_per_s": 50_400.0,
+        "run_capacity_tuples_per_s": 17_000.0,
+        "intervals": [{"t": 30.0, "span": 1, "batch_s": 1.6, "processed_tuples": 28_000}],
         "overload_measured": 2.8,
         "kept_fraction": 0.35,
         "latency_s": list(np.linspace(2.0, 6.5, 100)),
@@ -41,7 +47,8 @@ def _measured(**over):
         "windows": {"fares": _windows(sic), "trips": _windows(sic, seed=1)},
         "replay_identical": True,
         "replay_batch": 57,
-        "replay_why": "the replayed batch's rows, values and SIC, equal the first run's",
+        "replay_rows": 1_900,
+        "replay_why": "batch 57 run again in a new process gave the same 1900 rows",
     }
     m.update(over)
     return m
@@ -58,7 +65,9 @@ def test_a_realistic_run_reports_the_names_the_issue_fixes(tmp_path):
     assert fares["spearman_sic_error"] < -0.9
     assert {c["verdict"] for c in summary["checks"]} == {"pass"}
     assert (tmp_path / "sic_error.png").exists() and (tmp_path / "windows_fares.csv").exists()
-    assert json.loads((tmp_path / "summary.json").read_text())["replay_batch"] == 57
+    assert (tmp_path / "intervals.csv").exists()
+    written = json.loads((tmp_path / "summary.json").read_text())
+    assert written["replay_batch"] == 57 and written["capacity_probe_tuples_per_s"] == 27_000
 
 
 @pytest.mark.parametrize(
@@ -67,6 +76,8 @@ def test_a_realistic_run_reports_the_names_the_issue_fixes(tmp_path):
         ({"latency_s": [20.0] * 10}, "latency_within_bound", "fail"),
         ({"latency_s": []}, "latency_within_bound", "fail"),
         ({"overload_measured": 1.5}, "overload_reached_80pct", "fail"),
+        ({"kept_fraction": 1.0}, "kept_near_capacity", "fail"),
+        ({"kept_fraction": 0.007}, "kept_near_capacity", "fail"),
         ({"windows": {"fares": _windows(np.linspace(0.2, 0.6, 20), slope=1.0)}},
          "error_falls_with_sic", "fail"),
         ({"windows": {"fares": _windows([0.5, 0.51, 0.52, 0.5])}},

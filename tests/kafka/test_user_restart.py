@@ -5,8 +5,6 @@ driver is its own process (tests/kafka/user_restart_driver.py)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,6 +12,7 @@ import pandas as pd
 import pytest
 
 from spillway.federation.link import read_link
+from spillway.spark.restart import run_fresh
 from spillway.testing import settled_end
 from tests.kafka.test_kafka_restart import _fill
 
@@ -25,9 +24,9 @@ COLUMNS = ["batch", "window_start", "route", "mean_fare", "rides", "sic"]
 
 
 def _driver(conn, topic, sink_topic, folder, epoch_s, *extra):
-    args = [sys.executable, str(DRIVER), conn.bootstrap_servers, topic, sink_topic,
-            str(folder / "ckpt"), str(epoch_s), str(N_BATCHES), *extra]  # fmt: skip
-    return subprocess.run(args, capture_output=True, text=True, timeout=300)
+    args = [str(DRIVER), conn.bootstrap_servers, topic, sink_topic, str(folder / "ckpt"),
+            str(epoch_s), str(N_BATCHES), *extra]  # fmt: skip
+    return run_fresh(args, timeout_s=300)
 
 
 def _sunk(conn, topic):

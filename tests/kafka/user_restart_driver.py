@@ -14,14 +14,15 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 
 from pyspark.sql import functions as F
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.errors import SpillwayError
 from spillway.kafka.connection import KafkaConnection
 from spillway.sinks import KafkaSink
 from spillway.spark.node import Node
+from spillway.spark.restart import run_until
 from spillway.testing import local_spark
 
 
@@ -51,15 +52,12 @@ def main() -> None:
                      checkpoint_dir=ckpt)  # fmt: skip
     node = Node(cfg, spark=local_spark("user-restart"), clock="logical", epoch_s=float(epoch),
                 capacity_tuples_per_s=500)  # fmt: skip
-    node.start()
-    deadline = time.monotonic() + 120
-    while {b for _, b in node.store.batches()} < set(range(int(n))):
-        if node.query_error("user") is not None or time.monotonic() > deadline:
-            print(node.query_error("user"), file=sys.stderr)
-            node.stop()
-            sys.exit(1)
-        time.sleep(0.1)
-    node.stop()
+    try:
+        run_until(node, lambda: {b for _, b in node.store.batches()} >= set(range(int(n))),
+                  timeout_s=120)  # fmt: skip
+    except SpillwayError as e:
+        print(e, file=sys.stderr)
+        sys.exit(1)
     kafka.close()
 
 

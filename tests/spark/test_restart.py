@@ -1,4 +1,5 @@
-"""A streaming query killed inside a micro-batch and restarted replays exactly the same shedding.
+"""A streaming query killed inside a micro-batch and restarted replays exactly the same shedding;
+the restart helpers (:mod:`spillway.spark.restart`) stop what they start.
 
 Logical clock, one plan, a fixed capacity (so shedding happens and does not depend on measured
 batch times) and the registered ``random`` policy: an uninterrupted run and a run whose query dies inside
@@ -15,7 +16,9 @@ import pandas as pd
 import pytest
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.errors import SpillwayError
 from spillway.spark.node import Node
+from spillway.spark.restart import run_fresh, run_until
 
 N_BATCHES = 6
 COLUMNS = ["query", "window_start", "rank", "value", "sic", "n_in", "latency_s", "produced_at"]
@@ -103,3 +106,40 @@ def test_restart_inside_batch_2_replays_identical_results_and_sic(spark, tmp_pat
     np.testing.assert_array_equal(sic, sic_replayed)  # NaN (nothing processed yet) included
     # Shedding really happened: 600 tuples arrive per 0.5 s interval, 200 fit.
     assert all(r.admitted_tuples <= 200 < r.arrived_tuples for r in clean_hist)
+
+
+class _Node:
+    """Just what :func:`run_until` touches of a node: start, stop, plans, query errors."""
+
+    plans = ("user",)
+
+    def __init__(self, error=None):
+        self.error, self.started, self.stopped = error, False, False
+
+    def start(self):
+        self.started = True
+
+    def stop(self):
+        self.stopped = True
+
+    def query_error(self, plan):
+        return self.error
+
+
+def test_run_until_stops_the_node_once_done_and_on_every_failure():
+    node = _Node()
+    run_until(node, lambda: True, timeout_s=1)
+    assert node.started and node.stopped
+    node = _Node(error="boom")
+    with pytest.raises(SpillwayError, match="plan 'user' failed: boom"):
+        run_until(node, lambda: False, timeout_s=5)
+    assert node.stopped
+    node = _Node()
+    with pytest.raises(SpillwayError, match="did not finish its work within 0.2 s"):
+        run_until(node, lambda: False, timeout_s=0.2, poll_s=0.05)
+    assert node.stopped
+
+
+def test_run_fresh_kills_a_process_past_its_time():
+    with pytest.raises(SpillwayError, match="did not end within 0.5 s"):
+        run_fresh(["-c", "import time; time.sleep(30)"], timeout_s=0.5)
