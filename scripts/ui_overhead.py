@@ -35,17 +35,17 @@ third (339,000 and 495,000).
 
 What is compared
 ----------------
-The verdict is **rows per second of micro-batch time** over the *measured part* of each run:
-the finished intervals from ``--settle-s`` (40) seconds after the first one to the end
-(:func:`figures`; the run report's ``capacity_measured_tuples_per_s``, recomputed there).
-The first 40 s are left out because the first batches are slow (JVM warm-up, Chromium
-starting beside it in the watched run) and the cost model needs a while to forget them.
-The relative difference (watched - plain) / plain is the share of its processing rate the
-node lost. A pair counts only if both runs did the same work: neither shed more than
-``--shed-max`` of the tuples of its measured part (a cost model still pessimistic after the
-slow start can shed for a minute; such a pair is left out, listed, and run again).
-Rows processed per second of wall time are reported beside as that check (equal when both
-runs processed everything).
+The verdict is **rows per second of micro-batch time** over the *same work* in both runs of a
+pair (:func:`same_work`): the intervals, by feed time, from ``--settle-s`` (40) seconds after
+the first one on in which both runs admitted everything that arrived (the same rows, at the
+same time since the start). It is the run report's ``capacity_measured_tuples_per_s``
+recomputed there, and the relative difference (watched - plain) / plain is the share of its
+processing rate the node lost. The first 40 s are left out because the first batches are
+slow (JVM warm-up, and Chromium starting beside it in the watched run) and the cost model
+needs a while to forget them; a cost model left pessimistic by them can shed for a minute
+more, and those intervals are not the same work. Batches keep getting faster for the whole
+run (the JVM keeps compiling), which is why intervals are matched by time, not pooled. A pair
+that shares fewer than ``--min-batches`` such batches is left out, listed, and run again.
 
 CPU the dashboard takes while the node waits for its next interval costs this node nothing:
 the batch times do not see it. :class:`CpuAccount` therefore also reports the CPU of each
