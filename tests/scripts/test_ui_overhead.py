@@ -67,3 +67,26 @@ def test_table_mean_and_spread_over_pairs(script: ModuleType) -> None:
     # differences -5 %, -1 %, +2 %: mean -1.33 %, sample standard deviation 3.51 %
     assert "mean difference -1.3 %, standard deviation 3.5 % over 3 pairs" in lines[-4]
     assert lines[-2].endswith("0.20 cores (5.0 % of the machine's 4)")
+
+
+def test_verdict_fails_when_watching_costs_the_goal_or_more(script: ModuleType) -> None:
+    # watched runs 4 %, 5 % and 6 % slower: mean cost exactly 5 %, not below it
+    line = script.verdict([-0.04, -0.05, -0.06], goal=0.05)
+    assert line.endswith("goal (below 5 %): NOT met")
+    assert "mean 5.0 %" in line and "2 of 3 pairs at 5 % or more" in line
+    assert script.verdict([-0.04, -0.05, -0.0599], goal=0.06).endswith("(below 6 %): met")
+    # a watched run faster than its plain pair is a negative cost
+    assert "pairs from -3.0 to -1.0 %" in script.verdict([0.01, 0.03], goal=0.05)
+    assert "not measured" in script.verdict([], goal=0.05)
+
+
+def test_table_reports_the_verdict_of_its_pairs(script: ModuleType) -> None:
+    def pair(plain: float, watched: float) -> dict[str, object]:
+        run = {"foreign_cores": 0.0, "shed_share": 0.0, "node_cores": 1.5, "watcher_cores": 0.2}
+        same = {"batches": 30, "plain": plain, "watched": watched, "plain_batch_s": 1.0}
+        same |= {"watched_batch_s": plain / watched, "difference": (watched - plain) / plain}
+        return {"first": "plain", "plain": run, "watched": run, "same_work": same}
+
+    slow = [pair(100.0, 90.0), pair(100.0, 93.0), pair(100.0, 95.0)]
+    assert script.pair_table(slow, cores=2)[-5].endswith("goal (below 5 %): NOT met")
+    assert script.pair_table(slow, cores=2, goal=0.10)[-5].endswith("goal (below 10 %): met")
