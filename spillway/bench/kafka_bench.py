@@ -18,7 +18,7 @@ sink; only the source differs:
 
 From Spark's progress figures of each side (input rows, micro-batch duration) a least-squares
 fit gives the fixed cost per batch and the cost per row, and from them the rows/s sustained when
-one batch fills one trigger interval (:func:`~spillway.bench.spark_bench.fit_batch_cost`, as the
+one batch fills one trigger interval (:func:`~spillway.control.batch_fit.fit_batch_cost`, as the
 ``spark`` benchmark does for generated data). ``kafka_ratio`` is spillway's rows/s over
 Spark's; ``kafka_baseline`` says what plain Spark read with and what it achieved.
 
@@ -273,7 +273,7 @@ def spark_batches(
 
 
 def _speed(batches: Sequence[Mapping[str, Any]], cfg: KafkaBenchConfig) -> dict[str, Any]:
-    from spillway.bench.spark_bench import fit_batch_cost, sustainable_rows_per_s
+    from spillway.control.batch_fit import fit_batch_cost, sustainable_rows_per_s
 
     fixed, per_row = fit_batch_cost(batches)
     rows = sum(b["rows"] for b in batches)

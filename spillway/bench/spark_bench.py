@@ -45,6 +45,7 @@ import numpy as np
 import pandas as pd
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.control.batch_fit import fit_batch_cost, sustainable_rows_per_s
 from spillway.errors import ConfigError, SpillwayError
 from spillway.experiments.checks import Check, compare
 from spillway.policies.base import Admission, Backlog, Policy, admit_all
@@ -195,35 +196,6 @@ def pooled(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "rows": rows,
         "batch_s": secs,
     }
-
-
-def fit_batch_cost(batches: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
-    """Least-squares ``duration = fixed + per_row * rows`` over micro-batches: (fixed s,
-    per-row s). NaN when the batch sizes do not vary enough (max < 1.3 x min) to separate them.
-
-    >>> fit_batch_cost([{"rows": r, "duration_s": 0.5 + 2e-6 * r} for r in (1e5, 2e5, 4e5)])
-    (0.5, 2e-06)
-    """
-    rows = np.array([b["rows"] for b in batches], dtype=np.float64)
-    secs = np.array([b["duration_s"] for b in batches], dtype=np.float64)
-    if rows.size < 3 or rows.min() <= 0 or rows.max() < 1.3 * rows.min():
-        return math.nan, math.nan
-    per_row, fixed = np.polyfit(rows, secs, 1)
-    return round(float(fixed), 12), round(float(per_row), 15)
-
-
-def sustainable_rows_per_s(fixed_s: float, per_row_s: float, trigger_s: float) -> float:
-    """Rows/s a source keeps up with when every trigger interval holds one batch:
-    ``(trigger - fixed) / per_row / trigger``; NaN when the fixed cost alone fills it.
-
-    >>> sustainable_rows_per_s(0.5, 2e-6, 1.0)
-    250000.0
-    """
-    if not (math.isfinite(fixed_s) and math.isfinite(per_row_s)) or per_row_s <= 0:
-        return math.nan
-    if fixed_s >= trigger_s:
-        return math.nan
-    return (trigger_s - fixed_s) / per_row_s / trigger_s
 
 
 def source_speed(

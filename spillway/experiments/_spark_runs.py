@@ -47,6 +47,13 @@ from spillway.status import IntervalRecord
 #: Failures worth a fresh start: Spark waits a fixed 10 s for a new Python worker to connect.
 TRANSIENT = ("Python worker failed to connect back",)
 
+#: A fixed capacity (tuples/s) far above any rate on this machine: a node given it keeps every
+#: tuple, so its batches grow with what arrives. The experiments' capacity runs use it: a node
+#: that sheds while it measures admits what its cost model allows, and a cold model (its prior
+#: far from the plan's costs) can allow almost nothing (82 tuples/s at 30,000 produced, seen
+#: in ``kafka-overload``).
+KEEP_ALL = 1e9
+
 #: Columns of :attr:`LevelRun.ticks`.
 TICK_COLUMNS = (
     "t",

@@ -18,8 +18,10 @@ Steps: (1) the capacity: a node that keeps every tuple reads the topics produced
 :data:`PROBE_RATE`, above what it processes, and its rows processed per second of micro-batch
 time are a first capacity; (2) the capacity under load: the same with fresh topics produced at
 ``level`` times that first figure (the producers and the broker share the node's two cores, so
-the node processes less while they send at the run's rate); (3) the run: fresh topics produced at
-``level`` (3) times the capacity under load together, the node shedding with BALANCE-SIC for
+the node processes less while they send at the run's rate); the capacity is then the rate whose
+batch fills one trigger interval, from the fixed and per-row costs fitted over both runs' batches
+(:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run: fresh topics produced at ``level`` (3) times that
+capacity together, the node shedding with BALANCE-SIC for
 ``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
 same functions over everything that arrived in the windows of the last ``exact_span_s`` seconds
 (a keep-all batch read of the same topic offsets); (5) the restart: the checkpoint is left as a
@@ -64,9 +66,11 @@ import numpy as np
 import pandas as pd
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.control.batch_fit import operating_capacity
 from spillway.errors import ConfigError, SpillwayError
 from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
+    KEEP_ALL,
     LevelRun,
     batch_capacity,
     check_positive,
@@ -108,13 +112,6 @@ VALUES: dict[str, str] = {"fares": "mean_fare", "trips": "mean_fare"}
 #: processes on this 2-core machine but not so far above that the producers alone fill both
 #: cores, as they did at 150,000 tuples/s.
 PROBE_RATE = 30_000.0
-
-#: The fixed capacity (tuples/s) of a capacity run's node: far above any rate here, so it
-#: keeps every tuple and its batches grow with what arrives; their rows over batch time are
-#: what the node processes per second of work under the producers' load. (A node that sheds
-#: while it measures admits what its cost model allows, and on this machine the model, fitted
-#: on the first batches, allowed almost nothing: 82 tuples/s at 30,000 produced.)
-KEEP_ALL = 1e9
 
 #: The producers' rate (tuples/s in all) while a node warms up (see :func:`_phase`).
 WARM_RATE = 2_000.0
@@ -331,12 +328,16 @@ def _phase(
     return lr, {**sent, "from_s": started[0] if started else math.nan}, topics, node
 
 
+def _loaded(run: LevelRun, from_s: float, trigger_s: float) -> dict[str, list[dict[str, Any]]]:
+    """The run's batches decided after the load started at feed time ``from_s``, per plan."""
+    return {p: [b for b in bs if (b["boundary"] or 0) * trigger_s > from_s]
+            for p, bs in run.batches.items()}  # fmt: skip
+
+
 def _capacity(run: LevelRun, from_s: float, trigger_s: float, what: str) -> float:
     """Rows over batch time of the batches decided after the load started at feed time
     ``from_s``."""
-    loaded = {p: [b for b in bs if (b["boundary"] or 0) * trigger_s > from_s]
-              for p, bs in run.batches.items()}  # fmt: skip
-    capacity = batch_capacity(replace(run, batches=loaded), skip=0)
+    capacity = batch_capacity(replace(run, batches=_loaded(run, from_s, trigger_s)), skip=0)
     if not (math.isfinite(capacity) and capacity > 0):
         raise SpillwayError(f"the {what} run processed no measured batch")
     return capacity
@@ -361,8 +362,15 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         loaded, sent, _, _ = _phase(cfg, conn, spark, tmp, "loaded", cfg.level * first,
                                     cfg.probe_s, keep_all=True)  # fmt: skip
         out["loaded_producers"] = sent
-        capacity = _capacity(loaded, sent["from_s"], cfg.trigger_s, "loaded capacity")
-        out["capacity_tuples_per_s"] = capacity
+        fallback = _capacity(loaded, sent["from_s"], cfg.trigger_s, "loaded capacity")
+        out["capacity_loaded_rows_per_batch_s"] = fallback
+        runs = ((probe, out["probe_producers"]["from_s"]), (loaded, sent["from_s"]))
+        fit = operating_capacity(
+            [b for r, t in runs for bs in _loaded(r, t, cfg.trigger_s).values() for b in bs],
+            cfg.trigger_s, fallback,
+        )  # fmt: skip
+        out.update(fit)
+        capacity = fit["capacity_tuples_per_s"]
         rate = cfg.level * capacity
         report(f"kafka-overload: {cfg.level:g}x of {capacity:,.0f} tuples/s, {cfg.duration_s:g} s")
         lr, out["producers"], topics, node = _phase(cfg, conn, spark, tmp, "run", rate,
@@ -520,7 +528,11 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
     values = {
         "capacity_probe_tuples_per_s": measured.get("capacity_probe_tuples_per_s"),
         "probe_producers": measured.get("probe_producers"),
+        "capacity_loaded_rows_per_batch_s": measured.get("capacity_loaded_rows_per_batch_s"),
         "capacity_tuples_per_s": measured.get("capacity_tuples_per_s"),
+        "capacity_method": measured.get("capacity_method"),
+        "fixed_s": measured.get("fixed_s"),
+        "per_row_s": measured.get("per_row_s"),
         "loaded_producers": measured.get("loaded_producers"),
         "asked_rate": measured.get("asked_rate"),
         "producers": measured.get("producers"),
@@ -589,8 +601,11 @@ def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
         f"README's mean fare per route over `fares`; a stream-stream join of `pickups` and "
         f"`dropoffs`), {cfg.trigger_s:g} s windows = trigger; three topics of {PARTITIONS} "
         f"partitions fed by `spillway produce --feed taxi` at {cfg.level:g}x the capacity "
-        f"measured under load ({cap:,.0f} tuples/s, with the producers at {cfg.level:g}x the "
-        f"{first:,.0f} tuples/s measured with them at {PROBE_RATE:,.0f}) together; "
+        f"({cap:,.0f} tuples/s, {measured.get('capacity_method', 'fit')}: the rate whose batch "
+        f"fills a trigger, from fixed cost {num(measured.get('fixed_s', math.nan))} s and "
+        f"{num(measured.get('per_row_s', math.nan))} s a row fitted over the batches of two "
+        f"keep-all runs, producers at {PROBE_RATE:,.0f} and at {cfg.level:g}x the "
+        f"{first:,.0f} rows over batch time of the first) together; "
         f"{cfg.duration_s:g} s once warm, the first {cfg.warmup_s:g} s not measured; exact "
         f"answers over the last {cfg.exact_span_s:g} s; results to one Parquet folder per query."
     )

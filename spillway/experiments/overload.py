@@ -9,23 +9,28 @@ Workload: CoD's grouped means (``spillway run --workload grouped``: the mean far
 ``taxi`` feed and the mean CPU request per task class of the ``tasks`` feed, two sources each),
 which every policy can shed (``cod`` per group, the others per lane). Per source of tuples:
 
-- ``generated``: the capacity is measured first: a node sheds an input far above it, and its
-  rows processed per second of micro-batch time are the capacity; every run then streams the
-  same queries with the rates scaled to ``level`` times that measured capacity.
+- ``generated``: the capacity is measured first, as the rate the node sustains with one
+  micro-batch a trigger: a node shedding an input far above it gives a rough figure (rows
+  processed per second of batch time), two nodes that keep everything stream half and 1.5
+  times that, and ``duration = fixed + per_row * rows`` fitted over their batches gives the
+  rate whose batch fills the trigger (:func:`~spillway.control.batch_fit.operating_capacity`);
+  every run then streams the same queries with the rates scaled to ``level`` times it.
 - ``kafka``: a broker on 127.0.0.1 (its own folder), one topic per query (a partition per
-  source). The capacity is measured with the broker and the producers running: a node sheds a
-  topic produced at twice the generated capacity, and its rows processed per second of batch
-  time are the capacity. Each run then gets fresh topics and one ``spillway produce`` process
-  per query at ``level`` times that capacity (the rate each achieved is reported: a producer on
-  a 2-core machine shared with Spark may not reach it, and the overload is then computed from
-  what was sent). Plain Spark (its own Kafka source, the same grouped mean with ``from_json``,
+  source). The capacity is measured the same way with the broker and the producers running:
+  nodes that keep everything read topics produced at :data:`KAFKA_PROBE` tuples/s, then at the
+  first level times what that node processed per second of batch time, and the fit over both
+  runs' batches is the capacity. Each run then gets fresh topics and one ``spillway produce``
+  process per query at ``level`` times that capacity (the rate each achieved is reported: a
+  producer on a 2-core machine shared with Spark may not reach it, and the overload is then
+  computed from what was sent). Plain Spark (its own Kafka source, the same grouped mean with ``from_json``,
   no ``maxOffsetsPerTrigger``) reads the same input at the first level: its per-batch offsets
   behind the latest and its window latency show what happens without shedding.
 
 Per run: mean micro-batch time over the trigger, p95 window latency against the bound the run
 report uses (``LATENCY_TRIGGERS`` triggers plus the window), the overload measured (arrivals over
-the measured capacity), the kept fraction, and the cost model's terms at the end (overhead, cost
-per admitted tuple, cost per arrived tuple).
+the measured capacity), the kept fraction (about ``1 / level`` when dropping is cheap and the
+capacity right), and the cost model's terms at the end (overhead, cost per admitted tuple, cost
+per arrived tuple).
 
 Examples
 --------
@@ -49,19 +54,21 @@ from typing import Any
 import numpy as np
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.control.batch_fit import operating_capacity
 from spillway.errors import ConfigError, SpillwayError, UnknownNameError
 from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
+    KEEP_ALL,
     LevelRun,
     batch_capacity,
     check_positive,
     experiment_spark,
     run_level,
 )
-from spillway.experiments.checks import Check, compare, every, not_applicable
+from spillway.experiments.checks import Check, compare, every, not_applicable, within
 from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.progress import report
-from spillway.reporting import markdown_table
+from spillway.reporting import markdown_table, num
 from spillway.run_report import LATENCY_TRIGGERS
 from spillway.workloads import GROUPED_FEEDS
 
@@ -88,12 +95,24 @@ N_SOURCES = 2
 #: The JSON values ``spillway produce`` writes for these feeds, as a schema.
 SCHEMA = "source long, seq long, key long, value double, event_time timestamp"
 
-#: Tuples/s offered to the generated capacity run: far above what a 2-core node processes.
+#: Tuples/s offered to the first generated capacity run (a node shedding it): far above what a
+#: 2-core node processes. Its rows over batch time are a first, rough figure.
 GENERATED_PROBE = 2_000_000.0
 
-#: The Kafka capacity run produces this many times the generated capacity (overloaded, so the
-#: node works at its capacity).
-PROBE_FACTOR = 2.0
+#: The two keep-all generated runs offer these multiples of that first figure: batches of
+#: different sizes, over which the batch cost is fitted (below the rough figure's double, so a
+#: keep-all node's batches do not grow without bound).
+KEEP_ALL_FACTORS = (0.5, 1.5)
+
+#: Tuples/s the producers send in all to the first keep-all Kafka capacity run; the second
+#: gets the first level times what that run processed per second of batch time.
+KAFKA_PROBE = 30_000.0
+
+#: ``kept_near_capacity``: a run at ``level`` times the capacity keeps between these multiples
+#: of ``1 / level`` (what a node processing its capacity keeps). Below: dropping is not cheap
+#: (per-arrived work, a key scan or a fetch, eats the budget); above: the node was not
+#: overloaded as much as asked (the capacity was underestimated).
+KEPT_BAND = (0.5, 1.25)
 
 #: What the papers say about this promise.
 PAPER = {
@@ -199,7 +218,9 @@ def base_rate() -> float:
 def run_stats(lr: LevelRun, cfg: OverloadConfig, capacity: float) -> dict[str, Any]:
     """What one node run measured, after it was warm and ``warmup_s`` more."""
     start = lr.ready_s + cfg.warmup_s
-    hist = [r for r in lr.history if r.t >= start and r.processed_tuples > 0]
+    # every interval since the start: one that processed nothing (a batch still running, or
+    # everything shed) still had arrivals
+    hist = [r for r in lr.history if r.t >= start]
     batches = [b for plan in lr.batches.values() for b in plan]
     t_end = max((r.t for r in hist), default=start)
     span = max(t_end - start, cfg.trigger_s)
@@ -234,19 +255,39 @@ def _guarded(fn: Any) -> dict[str, Any]:
         return {"error": " ".join(str(e).split())[:300]}
 
 
-def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict[str, Any]]]:
-    """The generated-feed runs; (measured capacity, one dict per run).
+def _fit(runs: list[LevelRun], trigger_s: float, fallback: float) -> dict[str, Any]:
+    """The capacity fitted over the batches of keep-all ``runs`` (the first two of each left
+    out: Python workers starting), :func:`~spillway.control.batch_fit.operating_capacity`."""
+    batches = [b for lr in runs for plan in lr.batches.values() for b in plan[2:]]
+    return operating_capacity(batches, trigger_s, fallback)
 
-    The capacity is measured as on Kafka: a node sheds (balance-sic) an input far above what
-    it can process (:data:`GENERATED_PROBE` tuples/s), and its rows processed per second of
-    micro-batch time are the capacity. (The node's own overload calibration admits everything
-    while it measures, and on a loaded machine its last round's batches may never finish.)"""
+
+def measure_generated(
+    cfg: OverloadConfig, spark: Any
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """The generated-feed runs; (the capacity and how it was measured, one dict per run).
+
+    The capacity is what the node sustains with one micro-batch a trigger: a node shedding
+    (balance-sic) an input far above it (:data:`GENERATED_PROBE` tuples/s) gives a rough figure
+    (its rows processed per second of batch time); two nodes that keep everything then stream
+    :data:`KEEP_ALL_FACTORS` times that figure, and the rate whose batch fills the trigger is
+    fitted over their batches. (Rows over batch time alone spread the fixed cost of a batch
+    over whatever size the batches had, so they are no capacity.)"""
     report(f"overload: generated capacity, {GENERATED_PROBE:,.0f} tuples/s offered")
+    probe_s = max(cfg.warmup_s, cfg.duration_s / 3)
     probe = run_level(node_config(cfg, "balance-sic", GENERATED_PROBE / base_rate()),
-                      spark=spark, duration_s=cfg.duration_s)  # fmt: skip
-    capacity = batch_capacity(probe)
-    if not (math.isfinite(capacity) and capacity > 0):
+                      spark=spark, duration_s=probe_s)  # fmt: skip
+    rough = batch_capacity(probe)
+    if not (math.isfinite(rough) and rough > 0):
         raise SpillwayError("the generated capacity run processed no measured batch")
+    keep_all = []
+    for f in KEEP_ALL_FACTORS:
+        report(f"overload: generated capacity, every tuple kept at {f * rough:,.0f} tuples/s")
+        keep_all.append(run_level(node_config(cfg, "balance-sic", f * rough / base_rate()),
+                                  spark=spark, duration_s=probe_s,
+                                  capacity_tuples_per_s=KEEP_ALL))  # fmt: skip
+    fit = {**_fit(keep_all, cfg.trigger_s, rough), "rough_tuples_per_s": rough}
+    capacity = fit["capacity_tuples_per_s"]
     runs = []
     for level in cfg.levels:
         for policy in cfg.policies:
@@ -258,7 +299,7 @@ def measure_generated(cfg: OverloadConfig, spark: Any) -> tuple[float, list[dict
                 )
             )
             runs.append({"source": "generated", "policy": policy, "level": level, **stats})
-    return capacity, runs
+    return fit, runs
 
 
 def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> Producers:
@@ -275,7 +316,8 @@ def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> 
 
 
 def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: float,
-               tag: str) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
+               tag: str, *, keep_all: bool = False,
+               duration_s: float | None = None) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
     from spillway.kafka.admin import create_topic
 
     topics = {n: f"overload-{tag}-{n}-{time.time_ns()}" for n in QUERIES}
@@ -286,8 +328,9 @@ def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: fl
     producers = _producers(conn, topics, rate, cfg.seed)
     produced: dict[str, Any] = {}
     try:
-        lr = run_level(node, spark=spark, duration_s=cfg.duration_s,
+        lr = run_level(node, spark=spark, duration_s=duration_s or cfg.duration_s,
                        policy=None if isinstance(policy, str) else policy,
+                       capacity_tuples_per_s=KEEP_ALL if keep_all else None,
                        on_tick=lambda _t: producers.check())  # fmt: skip
     finally:
         produced = producers.stop()
@@ -365,26 +408,37 @@ def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> 
     }
 
 
-def measure_kafka(cfg: OverloadConfig, spark: Any, generated_capacity: float) -> dict[str, Any]:
-    """The Kafka runs (a broker of its own): capacity, one dict per run, plain Spark."""
+def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
+    """The Kafka runs (a broker of its own): capacity, one dict per run, plain Spark.
+
+    The capacity, with the broker and the producers running: a node that keeps everything
+    reads topics produced at :data:`KAFKA_PROBE` tuples/s, then fresh topics produced at the
+    first level times its rows over batch time; the rate whose batch fills the trigger is
+    fitted over both runs' batches (their sizes differ), as for the generated feeds."""
     from spillway.testing import running_broker
 
     out: dict[str, Any] = {"runs": []}
     with running_broker() as state:
         conn = state.connection()
-        probe = PROBE_FACTOR * (
-            generated_capacity if math.isfinite(generated_capacity) else base_rate() * 50
-        )
-        report(f"overload: kafka capacity, producers at {probe:,.0f} tuples/s")
-        lr, produced = _kafka_run(cfg, spark, conn, "balance-sic", probe, "capacity")
-        capacity = batch_capacity(lr)
-        if not (math.isfinite(capacity) and capacity > 0):
+        probe_s = max(cfg.warmup_s, cfg.duration_s / 3)
+        report(f"overload: kafka capacity, every tuple kept, producers at {KAFKA_PROBE:,.0f}")
+        first, sent1 = _kafka_run(cfg, spark, conn, "balance-sic", KAFKA_PROBE, "capacity1",
+                                  keep_all=True, duration_s=probe_s)  # fmt: skip
+        rough = batch_capacity(first)
+        if not (math.isfinite(rough) and rough > 0):
             raise SpillwayError(
-                f"the Kafka capacity run processed no measured batch ({len(lr.history)} "
+                f"the Kafka capacity run processed no measured batch ({len(first.history)} "
                 "intervals): run it longer (duration_s)"
             )
+        second_rate = cfg.levels[0] * rough
+        report(f"overload: kafka capacity, every tuple kept, producers at {second_rate:,.0f}")
+        second, sent2 = _kafka_run(cfg, spark, conn, "balance-sic", second_rate, "capacity2",
+                                   keep_all=True, duration_s=probe_s)  # fmt: skip
+        fit = {**_fit([first, second], cfg.trigger_s, rough), "rough_tuples_per_s": rough}
+        capacity = fit["capacity_tuples_per_s"]
         out["capacity_tuples_per_s"] = capacity
-        out["capacity_probe"] = {"rate": probe, **produced}
+        out["capacity_fit"] = fit
+        out["capacity_probe"] = [{"rate": KAFKA_PROBE, **sent1}, {"rate": second_rate, **sent2}]
         for level in cfg.levels:
             for policy in cfg.policies:
                 report(f"overload: kafka, {policy} at {level:g}x of {capacity:,.0f} tuples/s")
@@ -409,16 +463,17 @@ def measure_kafka(cfg: OverloadConfig, spark: Any, generated_capacity: float) ->
 def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
     """Every run of the study (see the module docstring)."""
     spark = spark if spark is not None else experiment_spark(cfg.master)
-    measured: dict[str, Any] = {"runs": [], "capacity": {}}
-    cap = math.nan
+    measured: dict[str, Any] = {"runs": [], "capacity": {}, "capacity_fit": {}}
     if "generated" in cfg.sources:
-        cap, runs = measure_generated(cfg, spark)
+        fit, runs = measure_generated(cfg, spark)
         measured["runs"] += runs
-        measured["capacity"]["generated"] = cap
+        measured["capacity"]["generated"] = fit["capacity_tuples_per_s"]
+        measured["capacity_fit"]["generated"] = fit
     if "kafka" in cfg.sources:
-        k = measure_kafka(cfg, spark, cap)
+        k = measure_kafka(cfg, spark)
         measured["runs"] += k.pop("runs")
         measured["capacity"]["kafka"] = k.pop("capacity_tuples_per_s")
+        measured["capacity_fit"]["kafka"] = k.pop("capacity_fit")
         measured.update(k)
     return measured
 
@@ -427,20 +482,22 @@ def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
 
 
 def checks(measured: Mapping[str, Any]) -> list[Check]:
-    """Per run: mean batch time below the trigger, p95 latency within the bound (each fails
-    when not measured); and plain Spark's consumer lag growing (not applicable when plain Spark
-    did not run).
+    """Per run: mean batch time below the trigger, p95 latency within the bound, the overload
+    reached, the kept fraction near ``1 / level`` (each fails when not measured); and plain
+    Spark's consumer lag growing (not applicable when plain Spark did not run).
 
     >>> r = {"source": "kafka", "policy": "cod", "level": 3.0, "batch_mean_s": 0.6,
     ...      "trigger_s": 1.0, "latency_p95_s": 2.0, "latency_bound_s": 4.0,
-    ...      "overload_measured": 2.9}
+    ...      "overload_measured": 2.9, "kept_fraction": 0.3}
     >>> [(c.name, c.verdict) for c in checks({"runs": [r]})][:2]
     [('batch_below_trigger', 'pass'), ('latency_within_bound', 'pass')]
     >>> checks({"runs": [dict(r, batch_mean_s=1.4)]})[0].verdict
     'fail'
+    >>> checks({"runs": [dict(r, kept_fraction=0.005)]})[3].why
+    'failed at kafka cod 3x: kept fraction 0.005 is outside [0.1667, 0.4167]'
     """
     runs = list(measured.get("runs", []))
-    batch, latency, over = [], [], []
+    batch, latency, over, kept = [], [], [], []
     for r in runs:
         label = f"{r['source']} {r['policy']} {r['level']:g}x"
         batch.append(compare(label, r.get("batch_mean_s"), "<", r.get("trigger_s", 1.0),
@@ -449,11 +506,14 @@ def checks(measured: Mapping[str, Any]) -> list[Check]:
                                what=f"{label} p95 latency (s)"))  # fmt: skip
         over.append(compare(label, r.get("overload_measured"), ">=", 0.8 * r["level"],
                             what=f"{label} overload measured"))  # fmt: skip
+        kept.append(within(label, r.get("kept_fraction"), KEPT_BAND[0] / r["level"],
+                           KEPT_BAND[1] / r["level"], what=f"{label} kept fraction"))  # fmt: skip
     none = "no run was measured"
     out = [
         every("batch_below_trigger", batch, none_why=none),
         every("latency_within_bound", latency, none_why=none),
         every("overload_reached_80pct", over, none_why=none),
+        every("kept_near_capacity", kept, none_why=none),
     ]
     plain = measured.get("plain_spark")
     if plain is None and "plain_spark_error" in measured:
@@ -516,8 +576,9 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         sections.append(
             ("Plain Spark, nothing shed", f"The run failed: {measured['plain_spark_error']}")
         )
-    if "capacity_probe" in measured:
-        values["capacity_probe"] = measured["capacity_probe"]
+    for key in ("capacity_probe", "capacity_fit"):
+        if key in measured:
+            values[key] = measured[key]
     return Analysis(
         values=values, checks=checks(m), tables=tables, figures=figures,
         setup=_setup(cfg, measured), paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
@@ -526,7 +587,19 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
 
 
 def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:
-    caps = ", ".join(f"{k} {v:,.0f} tuples/s" for k, v in measured.get("capacity", {}).items())
+    fits = measured.get("capacity_fit", {})
+
+    def how(source: str) -> str:
+        f = fits.get(source)
+        if not f:
+            return ""
+        return (f": {f['capacity_method']}, fixed {num(f['fixed_s'])} s a batch and "
+                f"{num(f['per_row_s'] * 1e6)} µs a row over keep-all batches, rows over batch "
+                f"time of a first run {f['rough_tuples_per_s']:,.0f}")  # fmt: skip
+
+    caps = "; ".join(
+        f"{k} {v:,.0f} tuples/s{how(k)}" for k, v in measured.get("capacity", {}).items()
+    )
     return (
         f"One spillway Node on Spark (`{cfg.master}`) per run: CoD's grouped means (taxi and "
         f"tasks feeds, {N_SOURCES} sources each, {cfg.trigger_s:g} s tumbling windows = trigger), "

@@ -134,14 +134,8 @@ def test_report_markdown_lists_every_figure_and_the_memory_guard():
     assert "| 0.5 |" in md and "| 30 |" in md
 
 
-def test_batch_cost_fit_and_sustained_rate():
+def test_source_speed_is_the_sustained_rate_of_the_fitted_batch_cost():
     batches = [{"rows": r, "duration_s": 0.3 + 1e-6 * r} for r in (2e5, 1e5, 4e5, 3e5)]
-    fixed, per_row = sb.fit_batch_cost(batches)
-    assert fixed == pytest.approx(0.3) and per_row == pytest.approx(1e-6)
-    assert sb.sustainable_rows_per_s(fixed, per_row, 1.0) == pytest.approx(700_000.0)
-    same = [{"rows": 1e5, "duration_s": d} for d in (0.4, 0.5, 0.6)]
-    assert all(math.isnan(v) for v in sb.fit_batch_cost(same))
-    assert math.isnan(sb.sustainable_rows_per_s(1.2, 1e-6, 1.0))  # fixed cost fills it
     cfg = sb.make_config(True)
     speed = sb.source_speed([{"rows": 700_000, "batch_s": 1.0, "batches": 4}], batches, cfg)
     assert speed["rows_per_s"] == pytest.approx(700_000.0)

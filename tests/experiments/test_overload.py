@@ -31,19 +31,22 @@ def test_config_rejects_bad_settings(kwargs, exc, match):
 def _run(**change):
     r = {"source": "kafka", "policy": "cod", "level": 3.0, "batch_mean_s": 0.7,
          "trigger_s": 1.0, "latency_p95_s": 2.5, "latency_bound_s": 4.0,
-         "overload_measured": 2.8}  # fmt: skip
+         "overload_measured": 2.8, "kept_fraction": 0.3}  # fmt: skip
     return {**r, **change}
 
 
 def test_each_check_fails_on_a_run_that_breaks_it():
     ok = {c.name: c.verdict for c in ov.checks({"runs": [_run()]})}
     assert ok == {"batch_below_trigger": "pass", "latency_within_bound": "pass",
-                  "overload_reached_80pct": "pass", "plain_spark_lag_grows": "not applicable"}  # fmt: skip
+                  "overload_reached_80pct": "pass", "kept_near_capacity": "pass",
+                  "plain_spark_lag_grows": "not applicable"}  # fmt: skip
     for change, name in (
         ({"batch_mean_s": 1.3}, "batch_below_trigger"),
         ({"latency_p95_s": 9.0}, "latency_within_bound"),
         ({"latency_p95_s": math.nan}, "latency_within_bound"),
         ({"overload_measured": 1.5}, "overload_reached_80pct"),
+        ({"kept_fraction": 0.0045}, "kept_near_capacity"),  # cod at 10x: its key scan ate it
+        ({"kept_fraction": 0.94}, "kept_near_capacity"),  # the capacity was underestimated
     ):
         got = {c.name: c for c in ov.checks({"runs": [_run(), _run(**change)]})}
         assert got[name].failed, change
@@ -65,11 +68,14 @@ def test_the_report_of_measured_runs(tmp_path):
              "batch_mean_s": 2.0, "latency_p95_s": 30.0, "latency_first_s": 2.0,
              "latency_last_s": 40.0, "behind_first": 10.0, "behind_last": 5000.0}  # fmt: skip
     measured = {"runs": [_run(achieved_rate=9000.0, asked_rate=9000.0)],
-                "capacity": {"kafka": 3000.0}, "plain_spark": plain}  # fmt: skip
+                "capacity": {"kafka": 3000.0}, "plain_spark": plain,
+                "capacity_fit": {"kafka": {"capacity_method": "fit", "fixed_s": 0.4,
+                                           "per_row_s": 2e-4, "rough_tuples_per_s": 2500.0,
+                                           "capacity_tuples_per_s": 3000.0}}}  # fmt: skip
     summary = ov.EXPERIMENT.write(cfg, measured, tmp_path)
     assert summary["verdicts"]["fail"] == 0
     report = (tmp_path / "report.md").read_text()
-    assert "Plain Spark" in report and "kafka 3,000 tuples/s" in report
+    assert "Plain Spark" in report and "kafka 3,000 tuples/s: fit, fixed 0.4 s" in report
     assert json.loads((tmp_path / "summary.json").read_text())["capacity"] == {"kafka": 3000.0}
 
 
@@ -78,9 +84,10 @@ def test_the_report_of_measured_runs(tmp_path):
 def test_a_shortened_kafka_run(spark, tmp_path):
     cfg = ov.OverloadConfig(policies=("balance-sic",), levels=(3.0,), sources=("kafka",),
                             duration_s=20.0, warmup_s=3.0, plain_spark=False)  # fmt: skip
-    measured = ov.measure_kafka(cfg, spark, generated_capacity=3_000.0)
+    measured = ov.measure_kafka(cfg, spark)
     (run,) = measured["runs"]
     assert measured["capacity_tuples_per_s"] > 0
+    assert measured["capacity_fit"]["capacity_tuples_per_s"] == measured["capacity_tuples_per_s"]
     assert "error" not in run, run
     assert run["achieved_rate"] > 0 and run["windows"] > 0, run
     assert 0 < run["kept_fraction"] < 1  # it shed

@@ -340,10 +340,8 @@ def test_a_policy_needing_groups_and_stats_gets_both_per_unit(scale):
     assert off["keep"] == [100] and "groups" not in off
 
 
-class _LogFeed(ListFeed):
-    """A keyed feed that says it is a log, remembering how many keys were scanned."""
-
-    log = True
+class _ScannedFeed(ListFeed):
+    """A keyed feed (not a log) remembering how many keys were scanned."""
 
     def __init__(self, **kw):
         super().__init__(**kw)
@@ -354,12 +352,20 @@ class _LogFeed(ListFeed):
         return super().keys(source, index)
 
 
-def test_a_logs_groups_are_counted_from_a_bounded_sample(monkeypatch):
+class _LogFeed(_ScannedFeed):
+    """A keyed feed that says it is a log."""
+
+    log = True
+
+
+@pytest.mark.parametrize(("feed_type", "limit"),
+                         [(_LogFeed, "LOG_GROUP_SAMPLE"), (_ScannedFeed, "GROUP_SAMPLE")])  # fmt: skip
+def test_groups_are_counted_from_a_bounded_sample(monkeypatch, feed_type, limit):
     import spillway.spark.controller as ctl
 
-    monkeypatch.setattr(ctl, "LOG_GROUP_SAMPLE", 500)
+    monkeypatch.setattr(ctl, limit, 500)
     base = _keyed_feed(rates=(2000.0, 1500.0), seconds=3.0, n_keys=5)
-    feed = _LogFeed(times=base._t, values=base._v, keys=base._k)
+    feed = feed_type(times=base._t, values=base._v, keys=base._k)
     pol = RecordingCoD(kind="grouped", b=0.8)
     c = _controller(pol, [_plan(feed)], capacity=1e9)
     off = PlanOffset.from_json(c.latest_offset("avg", c.initial_offset("avg")))
