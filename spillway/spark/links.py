@@ -117,4 +117,52 @@ def link_stream(spark: Any, conn: KafkaConnection, link: LinkIn) -> Any:
     ).select("v.*", "fragment", "batch", "partition", "offset")
 
 
-__all__ = ["LINK_SCHEMA", "LinkSink", "link_stream"]
+def merge_windows(df: Any) -> Any:
+    """A fragment's partial result of rows it received: one row per query and window, its SIC
+    the sum of theirs (THEMIS Eq. 3: a derived tuple carries the SIC of its inputs)."""
+    from pyspark.sql import functions as F
+
+    return df.groupBy("query_id", "window_start").agg(F.sum("sic").alias("sic"))
+
+
+def start_relay(
+    spark: Any,
+    conn: KafkaConnection,
+    link: LinkIn,
+    sink: LinkSink,
+    *,
+    checkpoint: str,
+    trigger: dict[str, Any],
+) -> Any:
+    """Run a middle fragment: its link topic's rows merged per window
+    (:func:`merge_windows`) and written to its own links, each batch once.
+
+    Parameters
+    ----------
+    link : the fragment's input; sink : its outputs (same fragment).
+    checkpoint : the streaming query's checkpoint (the input offsets; the batch ids the sink
+        writes under come from it, so a restart replays them under the same ids).
+    trigger : ``DataStreamWriter.trigger`` keywords, e.g. ``{"processingTime": "1 second"}``.
+
+    Raises
+    ------
+    ConfigError
+        The sink writes for another fragment than the link feeds.
+    """
+    if sink.fragment != link.fragment:
+        raise ConfigError(
+            f"the relay of {link.fragment!r} must write that fragment's links, got a sink of "
+            f"{sink.fragment!r}"
+        )
+
+    def run(df: Any, batch_id: int) -> None:
+        sink(merge_windows(df), batch_id)
+
+    return (
+        link_stream(spark, conn, link).writeStream.foreachBatch(run)
+        .option("checkpointLocation", checkpoint).trigger(**trigger)
+        .queryName(f"relay:{link.fragment}").start()
+    )  # fmt: skip
+
+
+__all__ = ["LINK_SCHEMA", "LinkSink", "link_stream", "merge_windows", "start_relay"]
