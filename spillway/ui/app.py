@@ -7,7 +7,11 @@ A small Starlette application (ASGI) over a :class:`~spillway.telemetry.hub.Hub`
 - ``GET /api/state``: every node's state now, as JSON (:func:`~spillway.ui.payload.node_payload`);
 - ``GET /api/events``: server-sent events: one ``state`` event when the page connects (series
   whole), then one whenever a node changes (series points after those already sent), checked
-  every ``poll_s`` seconds. The browser's ``EventSource`` reconnects by itself.
+  every ``poll_s`` seconds. The browser's ``EventSource`` reconnects by itself. A node's
+  figures change once a second (the driver's tick) and its counts several times in between;
+  every event makes the page lay itself out and paint again, so the default ``poll_s`` of 1 s
+  sends at most one a second (what an open page costs the node at 0.25 s and at 1 s: README,
+  "Watching a run", measured by ``scripts/ui_overhead.py``).
 
 The application only reads: no route changes anything, so it needs no login, and it is served
 on the loopback address unless the user names another (:mod:`spillway.ui.server`). Every
@@ -91,7 +95,7 @@ def make_app(
     hub: Hub,
     *,
     static: Path = STATIC,
-    poll_s: float = 0.25,
+    poll_s: float = 1.0,
     hosts: Sequence[str] = (),
     stop: threading.Event | None = None,
     check: bool = True,

@@ -1,0 +1,94 @@
+"""scripts/ui_overhead.py: the figures it compares and its table's arithmetic (no run)."""
+
+from __future__ import annotations
+
+import doctest
+import importlib.util
+import math
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ui_overhead.py"
+
+
+@pytest.fixture(scope="module")
+def script() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("ui_overhead", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_doctests(script: ModuleType) -> None:
+    result = doctest.testmod(script)
+    assert result.attempted >= 8 and result.failed == 0
+
+
+def test_same_work_compares_only_intervals_both_runs_admitted_whole(
+    script: ModuleType,
+) -> None:
+    def row(t: float, arrived: int, kept: int, batch_s: float) -> dict[str, str]:
+        return {
+            "t_s": str(t),
+            "span_s": "2.0",
+            "arrived_tuples": str(arrived),
+            "admitted_tuples": str(kept),
+            "processed_tuples": str(kept),
+            "batch_s": str(batch_s),
+        }
+
+    plain = script.finished(
+        [row(2, 900, 600, 5.0), row(4, 600, 600, 1.0), row(6, 600, 600, 1.0), row(8, 600, 0, 0)]
+    )
+    watched = script.finished(
+        [row(2, 900, 600, 6.0), row(4, 600, 500, 0.9), row(6, 600, 600, 1.2), row(8, 600, 600, 1)]
+    )
+    assert len(plain) == 3  # the unfinished last interval is dropped
+    c = script.same_work(plain, watched, settle_s=2.0)
+    # t=4: the watched run shed; t=8: the plain run never finished it; only t=6 is the same work
+    assert c["batches"] == 1
+    assert (c["plain"], c["watched"]) == pytest.approx((600.0, 500.0))
+    assert c["difference"] == pytest.approx(-1 / 6)
+    assert script.shed_share(watched, settle_s=2.0) == pytest.approx(100 / 1800)
+    assert math.isnan(script.shed_share([], settle_s=0.0))
+
+
+def test_table_mean_and_spread_over_pairs(script: ModuleType) -> None:
+    def pair(plain: float, watched: float) -> dict[str, object]:
+        run = {"foreign_cores": 0.0, "shed_share": 0.0, "node_cores": 1.5, "watcher_cores": 0.2}
+        same = {"batches": 30, "plain": plain, "watched": watched, "plain_batch_s": 1.0}
+        same |= {"watched_batch_s": plain / watched, "difference": (watched - plain) / plain}
+        return {"first": "plain", "plain": run, "watched": run, "same_work": same}
+
+    lines = script.pair_table([pair(200.0, 190.0), pair(100.0, 99.0), pair(50.0, 51.0)], cores=4)
+    # differences -5 %, -1 %, +2 %: mean -1.33 %, sample standard deviation 3.51 %
+    assert "mean difference -1.3 %, standard deviation 3.5 % over 3 pairs" in lines[-4]
+    assert lines[-2].endswith("0.20 cores (5.0 % of the machine's 4)")
+
+
+def test_verdict_fails_when_watching_costs_the_goal_or_more(script: ModuleType) -> None:
+    # watched runs 4 %, 5 % and 6 % slower: mean cost exactly 5 %, not below it
+    line = script.verdict([-0.04, -0.05, -0.06], goal=0.05)
+    assert line.endswith("goal (below 5 %): NOT met")
+    assert "mean 5.0 %" in line and "2 of 3 pairs at 5 % or more" in line
+    assert script.verdict([-0.04, -0.05, -0.0599], goal=0.08).endswith("(below 8 %): met")
+    # mean cost -1 %, but pairs from -12 to +12 %: the spread hides a 5 % cost
+    assert "not shown" in script.verdict([-0.03, 0.12, -0.12], goal=0.05)
+    # a watched run faster than its plain pair is a negative cost
+    assert "pairs from -3.0 to -1.0 %" in script.verdict([0.01, 0.03], goal=0.05)
+    assert "not measured" in script.verdict([], goal=0.05)
+
+
+def test_table_reports_the_verdict_of_its_pairs(script: ModuleType) -> None:
+    def pair(plain: float, watched: float) -> dict[str, object]:
+        run = {"foreign_cores": 0.0, "shed_share": 0.0, "node_cores": 1.5, "watcher_cores": 0.2}
+        same = {"batches": 30, "plain": plain, "watched": watched, "plain_batch_s": 1.0}
+        same |= {"watched_batch_s": plain / watched, "difference": (watched - plain) / plain}
+        return {"first": "plain", "plain": run, "watched": run, "same_work": same}
+
+    slow = [pair(100.0, 90.0), pair(100.0, 93.0), pair(100.0, 95.0)]
+    assert script.pair_table(slow, cores=2)[-5].endswith("goal (below 5 %): NOT met")
+    assert script.pair_table(slow, cores=2, goal=0.20)[-5].endswith("goal (below 20 %): met")
