@@ -9,7 +9,10 @@
   queries, placement of their fragments) and the coordinator's settings;
 - :mod:`~spillway.federation.command`: ``spillway coordinator FED.toml``;
 - :mod:`~spillway.federation.link`: :class:`LinkWriter`, a fragment's output to the next node
-  through Kafka, each batch exactly once (a transaction per batch, replays recognised).
+  through Kafka, each batch exactly once (a transaction per batch, replays recognised);
+- :mod:`~spillway.federation.placement`: :func:`node_links`, the fragments a node hosts and the
+  link topics between them (one per consumer, a partition per producer, a replicated output's
+  SIC divided among its copies). The Spark side is :mod:`spillway.spark.links`.
 
 No pyspark here: the service and the nodes' clients run in any process; the channel module
 they share (:mod:`spillway.spark.channel`) is standard library only, and the link uses
@@ -27,6 +30,7 @@ from __future__ import annotations
 from spillway.federation.client import CoordinatorClient, parse_update
 from spillway.federation.config import FederationConfig, load_federation
 from spillway.federation.link import LinkWriter, read_link
+from spillway.federation.placement import NodeLinks, all_topics, node_links
 from spillway.federation.service import CoordinatorService, update_payload
 from spillway.federation.update import NodeUpdate, node_queries, node_update
 
@@ -35,9 +39,12 @@ __all__ = [
     "CoordinatorService",
     "FederationConfig",
     "LinkWriter",
+    "NodeLinks",
     "NodeUpdate",
+    "all_topics",
     "node_queries",
     "load_federation",
+    "node_links",
     "node_update",
     "parse_update",
     "read_link",
