@@ -49,8 +49,9 @@ buffer):
    - ``needs_groups`` (CoD grouped and join): every lane is split into *units*, one per
      distinct ``key`` among its waiting tuples ``[decided, arrived)``: one vectorised key scan
      (``feed.keys``; of a bounded sample scaled to the lane when the range is long:
-     :data:`GROUP_SAMPLE`, :data:`LOG_GROUP_SAMPLE` for logs) and one count of the distinct keys per lane (``np.bincount`` when the keys
-     span a small range, ``np.unique`` otherwise); units inherit the lane's query, source, tuple
+     :data:`GROUP_SAMPLE`, :data:`LOG_GROUP_SAMPLE` for logs) and one count of the distinct
+     keys per lane (``np.bincount`` when the keys span a small range, ``np.unique``
+     otherwise); units inherit the lane's query, source, tuple
      SIC and per-tuple cost (Eq. 1 is per source, so all tuples of a lane share one SIC); a
      lane with nothing waiting stays as one empty unit, so a join still sees all its streams.
      The lane's keep is the sum of its units' keeps;
@@ -185,6 +186,7 @@ from typing import Any
 import numpy as np
 
 from spillway.control import (
+    CostEstimate,
     CostModelConfig,
     CostModelState,
     OverloadConfig,
@@ -1028,7 +1030,7 @@ class NodeController:
                 ask = capacity if capacity is not None else backlog_cost
         elif self.load_control is not None:
             self._overload = None
-            drop = self._load_drop(tau, count, t0_us, t1_us)
+            drop = self._load_drop(k, tau, count, t0_us, t1_us, est)
             if drop > 0 or sheds_always:
                 ask = (1.0 - drop) * backlog_cost
         else:
@@ -1145,15 +1147,21 @@ class NodeController:
         return adm
 
     def _load_drop(
-        self, tau: float, count: np.ndarray, t0_us: np.ndarray, t1_us: np.ndarray
+        self,
+        k: int,
+        tau: float,
+        count: np.ndarray,
+        t0_us: np.ndarray,
+        t1_us: np.ndarray,
+        est: Mapping[str, CostEstimate],
     ) -> float:
-        """The load manager's drop fraction for this decision, from the measured statistics
+        """The load manager's drop fraction for decision ``k`` (feed time ``tau``), from the
+        measured statistics and the plans' fitted costs ``est``
         (:mod:`spillway.spark.load_control`); also notes the mean arrival time of the rows
         decided now, for their response times."""
         lc = self.load_control
         assert lc is not None
         interval_s = self.config.trigger_s * self._span
-        est = self.cost_estimates()
         per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
         work = 0.0
         for i, name in enumerate(self._plan_names):
@@ -1168,7 +1176,7 @@ class NodeController:
         if total > 0:
             q_n = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
             mid = (t0_us + t1_us) / 2e6
-            self._arrival_mid[self._k_for(tau)] = float((q_n * mid).sum() / total)
+            self._arrival_mid[k] = float((q_n * mid).sum() / total)
         decision = lc.decide(
             t=tau,
             interval_s=interval_s,
@@ -1177,9 +1185,6 @@ class NodeController:
             queued_load=queued,
         )
         return decision.drop
-
-    def _k_for(self, tau: float) -> int:
-        return int(round(tau / self.config.trigger_s))
 
     def _ask_policy(
         self, k: int, backlog: Backlog, lo: np.ndarray, hi: np.ndarray, capacity: float
