@@ -37,19 +37,29 @@ A policy that admits per group (CoD grouped and join, ``Policy.needs_groups``) d
 (lane, group); the offset then also carries, per lane, the groups kept only in part with their
 counts (:attr:`PlanOffset.groups`; a group not listed is kept whole). ``read`` regenerates the
 lane's keys (``feed.keys`` over ``[lo, hi)``, one vectorised scan) and applies the same rule
-within each group: the ``k_g`` smallest hashes of the group's tuples (one ``lexsort`` by
-(group, hash) and a rank within each group, :func:`select_kept_groups`), every tuple of an
-unlisted group, then the payload of the kept indices only. Choices, and why:
+within each group: the ``k_g`` smallest hashes of the group's tuples, every tuple of an unlisted
+group, then the payload of the kept indices only (:func:`select_kept_groups`: the group sizes are
+counted, only the tuples whose hash is below the group's quantile ``k_g / n_g`` plus four standard
+deviations are sorted by (group, hash) and ranked, a group with too few of them has all its
+tuples sorted; the kept set is exactly the ``k_g`` smallest hashes). Choices, and why:
 
 - the keys are regenerated, not shipped: a feed is a pure function of the tuple index, so the
   offset stays a few numbers per partly kept group and replays need nothing else;
 - same hash, same rule: a group's kept tuples are a uniform sample of the group spread over the
   interval, and with one group the kept set is exactly :func:`select_kept`'s;
+- exact ``k_g``, not a threshold: keeping a tuple when its hash is below ``k_g / n_g`` would need
+  no sort at all but keeps a binomial number of tuples per group (CoD's per-group estimates would
+  then rest on a random, not the decided, sample size); sorting only the candidates costs about
+  the kept tuples plus a few vectorised passes over the arrived ones, so the exact rule stays;
+- every arrived tuple's key is still derived: whether a tuple is kept depends on its group
+  (groups kept whole are not listed), and under CoD's equal allocation the largest partly kept
+  fraction is close to 1, so a filter on the hash alone could not skip key derivation
+  (``scripts/bench_cod_keep.py``; docs/design.md, "Known limits");
 - only partly kept groups are listed, so the offset log grows with the groups actually cut, not
   with all the groups of the batch;
-- the key scan and the per-group selection cost about 0.8 of a generated row per candidate on
-  the taxi feed (:data:`GROUP_SCAN_WEIGHT`), so a grouped lane weighs ``GROUP_SCAN_WEIGHT · n``
-  more when partitions are planned.
+- the key scan and the per-group selection cost about 0.55 of a generated row per candidate
+  (:data:`GROUP_SCAN_WEIGHT`), so a grouped lane weighs ``GROUP_SCAN_WEIGHT · n`` more when
+  partitions are planned.
 
 Batch reads (exact answers)
 ---------------------------
@@ -164,12 +174,13 @@ LOG_COLUMNS: tuple[str, ...] = ("key_text", "topic", "partition", "offset", "err
 
 _MASK64 = (1 << 64) - 1
 
-#: Partition weight of one candidate of a lane kept per group (its key scanned, its group's
-#: selection), in units of generating one kept row: measured on the taxi feed over 50,000
-#: tuples, keys 341 ns and the per-group selection 136 ns a tuple against 580 ns for a whole
-#: payload (on a shared 2-core machine; a feed without a cheaper ``keys`` pays a whole payload
-#: per candidate, more than this weight says).
-GROUP_SCAN_WEIGHT = 0.8
+#: Partition weight of one candidate of a lane kept per group (its key derived, its group's
+#: candidate selection, beyond what :func:`select_kept` costs a lane), in units of generating
+#: one kept row: 0.44-0.66 on the taxi and tasks feeds at 3x and 10x overload, 1,000,000
+#: arrivals (``flock /tmp/spillway-heavy.lock .venv/bin/python scripts/bench_cod_keep.py``,
+#: ``group_scan_weight``; a shared 2-core machine). A feed without a cheaper ``keys`` pays a
+#: whole payload per candidate, more than this weight says.
+GROUP_SCAN_WEIGHT = 0.55
 
 
 # --------------------------------------------------------------------------------------------
@@ -497,15 +508,33 @@ def select_kept_runs(lo: int, hi: int, keep: int, key: int, runs: int = LOG_RUNS
 
 
 def select_kept_groups(
-    lo: int, hi: int, key: int, keys: np.ndarray, group_keys: Any, group_keep: Any
+    lo: int,
+    hi: int,
+    key: int,
+    keys: np.ndarray,
+    group_keys: Any,
+    group_keep: Any,
+    *,
+    candidates: bool = True,
 ) -> np.ndarray:
     """The indices kept out of ``[lo, hi)`` under a per-group decision, in arrival order.
 
     ``keys`` are the tuples' group keys (one per index of ``[lo, hi)``). Within every group of
     ``group_keys`` the ``group_keep`` tuples with the smallest :func:`tuple_hashes` are kept (a
     deterministic uniform sample of the group, as :func:`select_kept` is of a lane); tuples of
-    groups not listed are all kept. Vectorised: one ``lexsort`` by (group, hash) and a rank
-    within each group.
+    groups not listed are all kept.
+
+    How, with ``candidates`` (default): the group sizes ``n_g`` are counted (one ``bincount``)
+    and only the tuples whose hash lies below the group's quantile ``q_g`` are sorted, with
+    ``q_g = p_g + 4·sqrt(p_g(1 − p_g)/n_g) + 4/n_g`` and ``p_g = k_g / n_g``: the hashes are
+    uniform, so about ``k_g`` plus a few standard deviations of a group's tuples are candidates,
+    and the ``k_g`` smallest hashes of a group are all among them whenever it has at least
+    ``k_g`` candidates (the candidates are a prefix of the group's hash order). A group with
+    fewer (a rare tail event) has all its tuples sorted. The kept set is therefore EXACTLY the
+    ``k_g`` smallest hashes per group, the same as sorting every tuple (``candidates=False``,
+    the rule as first built, kept for comparison); only the cost changes: a few vectorised
+    passes per arrived tuple and a sort of about the kept tuples, instead of a sort of all of
+    them (``scripts/bench_cod_keep.py``).
 
     Examples
     --------
@@ -516,6 +545,11 @@ def select_kept_groups(
     >>> a = select_kept_groups(0, 1000, 1, np.zeros(1000, np.int64), [0], [100])
     >>> bool((a == select_kept(0, 1000, 100, 1)).all())   # one group: the lane's sample
     True
+    >>> g = np.arange(5000) % 7
+    >>> b = select_kept_groups(0, 5000, 2, g, [0, 3, 4], [10, 500, 700])
+    >>> c = select_kept_groups(0, 5000, 2, g, [0, 3, 4], [10, 500, 700], candidates=False)
+    >>> bool(np.array_equal(b, c)), [int((g[b] == v).sum()) for v in (0, 3, 4, 1)]
+    (True, [10, 500, 700, 715])
     """
     idx = np.arange(lo, hi, dtype=np.int64)
     k = np.asarray(keys, dtype=np.int64).reshape(-1)
@@ -530,11 +564,20 @@ def select_kept_groups(
     li = np.flatnonzero(~kept)
     if li.size:
         g = pos[li]
+        h = tuple_hashes(key, idx[li])
+        if candidates:
+            size = np.bincount(g, minlength=gk.size)
+            want = np.minimum(gn, size)
+            cand = h < _quantile_hashes(want, size)[g]
+            short = np.bincount(g[cand], minlength=gk.size) < want
+            if short.any():
+                cand |= short[g]
+            li, g, h = li[cand], g[cand], h[cand]
         # Sort by (group, hash): hashes of distinct indices never tie (the finaliser is a
         # bijection), so an argsort by hash then a stable sort by group is exact, and with
         # fewer than 65,536 groups the second sort is a radix sort of 16-bit ids (measured on
         # 47,000 tuples: 1.4 ms, against 13 ms for np.lexsort).
-        o = np.argsort(tuple_hashes(key, idx[li]))
+        o = np.argsort(h)
         by_group = g[o].astype(np.uint16) if gk.size <= 1 << 16 else g[o]
         o = o[np.argsort(by_group, kind="stable")]
         gs = g[o]
@@ -542,6 +585,26 @@ def select_kept_groups(
         rank = np.arange(gs.size) - (np.cumsum(size) - size)[gs]
         kept[li[o[rank < gn[gs]]]] = True
     return idx[kept]
+
+
+#: Largest hash threshold a float quantile is mapped to (a float just below 2^64).
+_TOP = float(np.nextafter(2.0**64, 0.0))
+
+
+def _quantile_hashes(want: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Per group, the hash below which its candidates lie (uint64; all of it when ``q_g >= 1``).
+
+    >>> t = _quantile_hashes(np.array([0, 50, 10]), np.array([100, 100, 10]))
+    >>> bool(t[0] < t[1] < t[2]), bool(t[2] == np.iinfo(np.uint64).max)
+    (True, True)
+    """
+    n = np.maximum(size, 1).astype(np.float64)
+    p = want / n
+    q = p + 4.0 * np.sqrt(p * (1.0 - p) / n) + 4.0 / n
+    q[want <= 0] = 0.0
+    out = np.minimum(q * 2.0**64, _TOP).astype(np.uint64)
+    out[q >= 1.0] = np.iinfo(np.uint64).max
+    return out
 
 
 def group_positions(keys: np.ndarray, group_keys: np.ndarray) -> np.ndarray:

@@ -572,3 +572,33 @@ def test_a_logs_kept_records_are_few_runs_spread_over_the_range(lo, hi, keep):
     edges = lo + (np.arange(r + 1) * (hi - lo)) // r
     per_block = np.histogram(a, bins=edges)[0]
     assert per_block.max() - per_block.min() <= 1  # every part of the batch keeps its share
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_grouped_keep_candidates_give_the_same_tuples_as_sorting_all(seed):
+    # groups of 1 to thousands of tuples, keeps from 0 to all: the candidate path (hashes below
+    # a per-group quantile) keeps exactly the k_g smallest hashes per group, as the full sort
+    rng = np.random.default_rng(seed)
+    n = 60_000
+    keys = (rng.zipf(1.3, size=n) % 500).astype(np.int64)
+    distinct, counts = np.unique(keys, return_counts=True)
+    keep = np.floor(counts * rng.choice([0.0, 0.01, 0.3, 0.97, 1.0], size=counts.size))
+    keep = keep.astype(np.int64)
+    key = lane_key(seed, "avg", 0, 0)
+    new = select_kept_groups(7, 7 + n, key, keys, distinct, keep)
+    old = select_kept_groups(7, 7 + n, key, keys, distinct, keep, candidates=False)
+    assert np.array_equal(new, old)
+    assert np.bincount(keys[new - 7], minlength=500)[distinct].tolist() == keep.tolist()
+
+
+def test_grouped_keep_sorts_a_whole_group_that_has_too_few_candidates(monkeypatch):
+    # with every quantile at 0 no group has its k_g candidates: each falls back to all of its
+    # tuples, and the kept set is still the exact one
+    import spillway.spark.source as source
+
+    keys = np.arange(3000) % 5
+    old = select_kept_groups(0, 3000, 9, keys, [1, 2], [40, 300], candidates=False)
+    monkeypatch.setattr(
+        source, "_quantile_hashes", lambda want, size: np.zeros(want.shape, np.uint64)
+    )
+    assert np.array_equal(select_kept_groups(0, 3000, 9, keys, [1, 2], [40, 300]), old)
