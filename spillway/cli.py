@@ -638,6 +638,7 @@ def _run_watched(
         exact=exact,
         dead_letters=_dead_letter_counts(node),
         log_lag=_log_lag(node),
+        serving_cpu_s=watch.serving_cpu_s(),
     )
     watch.finished(snapshot if history else None, report=str(report), error=error)
     print(report)

@@ -662,6 +662,7 @@ def write_run_report(
     exact: ExactOutcome | None = None,
     dead_letters: Mapping[str, Mapping[str, int]] | None = None,
     log_lag: Mapping[str, Mapping[str, int]] | None = None,
+    serving_cpu_s: Mapping[str, float] | None = None,
 ) -> Path:
     """Write the report folder of a run and return the path of its ``report.md``.
 
@@ -672,7 +673,9 @@ def write_run_report(
     ``kept``, ``latency``, ``jain`` and ``capacity``, with ``exact`` computed
     ``exact_windows.csv`` and ``sic_error.png`` (:func:`spillway.run_exact.write_files`), and
     ``report.md`` embedding them (with a "Failure" section saying where, when ``failure`` is
-    given).
+    given). ``serving_cpu_s``, the CPU seconds the dashboard and the metrics endpoint took in
+    the driver (:meth:`spillway.watch.RunWatch.serving_cpu_s`), goes into ``summary.json``
+    as is when any was served.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -690,6 +693,8 @@ def write_run_report(
         dead_letters=dead_letters,
         log_lag=log_lag,
     )
+    if serving_cpu_s:
+        summary["serving_cpu_s"] = dict(serving_cpu_s)
     files = [write_summary(out, summary).name]
     names = [q.name for q in config.queries]
     ivs = interval_rows(history, names, config.trigger_s, config.headroom)
