@@ -539,6 +539,15 @@ def _what_ran(node: RunnableNode) -> tuple[list[IntervalRecord], NodeSnapshot, A
         )
 
 
+def _classes(node: RunnableNode) -> dict[str, Any] | None:
+    """The priority classes' summary (``dilos`` policy), or None without classes."""
+    try:
+        cc = getattr(getattr(node, "controller", None), "class_control", None)
+    except SpillwayError:
+        return None  # it never started
+    return None if cc is None else dict(cc.summary())
+
+
 def watch_options(args: argparse.Namespace, out: Path) -> WatchOptions:
     """How ``spillway run`` shows its node (:mod:`spillway.watch`), from its options."""
     ui = bool(args.ui or args.ui_port is not None or args.ui_host is not None)
@@ -638,6 +647,7 @@ def _run_watched(
         exact=exact,
         dead_letters=_dead_letter_counts(node),
         log_lag=_log_lag(node),
+        classes=_classes(node),
     )
     watch.finished(snapshot if history else None, report=str(report), error=error)
     print(report)
