@@ -637,14 +637,39 @@ def _report_sections(
     sections = [("Setup", _setup_text(s, config))]
     if s.get("failure"):
         sections.append(("Failure", _failure_text(s)))
+    classes = [("Priority classes", _classes_text(s["classes"]))] if s.get("classes") else []
     return sections + [
         ("Headline", headline),
+        *classes,
         ("Queries", qtable),
         ("Error against the exact answer", section(s)),
         ("Estimated capacity against what was processed", capacity),
         ("Over time", over_time),
         ("Files", "\n".join(f"- `{f}`" for f in files)),
     ]
+
+
+def _classes_text(c: Mapping[str, Any]) -> str:
+    """The priority classes' table (loss, latency p95 against D) and the headroom plot."""
+    rows = [
+        {
+            "class": k,
+            "weight": v["weight"],
+            "D (intervals)": v["target_intervals"],
+            "D (s)": v["target_s"],
+            "loss": _fmt(v["loss"]),
+            "latency p95 (s)": _fmt(v["latency_p95_s"]),
+            "p95 <= D": v["meets_target"],
+        }
+        for k, v in c["classes"].items()
+    ]
+    dilos = "with DILoS redistribution" if c["dilos"] else "separate, no redistribution"
+    return (
+        f"One {c['manager']} load manager per class, {dilos}; D is given in trigger intervals "
+        f"of {c['trigger_s']:g} s. Latency: arrival to result, row-weighted over the measured "
+        f"batches.\n\n{markdown_table(rows)}\n\nHigher class, lower latency: "
+        f"{c['latency_order']}.\n\n![each class manager's headroom H over time](headroom.png)"
+    )
 
 
 def write_run_report(
