@@ -539,13 +539,14 @@ def _what_ran(node: RunnableNode) -> tuple[list[IntervalRecord], NodeSnapshot, A
         )
 
 
-def _classes(node: RunnableNode) -> dict[str, Any] | None:
-    """The priority classes' summary (``dilos`` policy), or None without classes."""
+def _classes(node: RunnableNode, steady_s: float) -> dict[str, Any] | None:
+    """The priority classes' summary (``dilos`` policy), latencies from ``steady_s`` into the
+    run on (one STW, as the queries' p95), or None without classes."""
     try:
         cc = getattr(getattr(node, "controller", None), "class_control", None)
     except SpillwayError:
         return None  # it never started
-    return None if cc is None else dict(cc.summary())
+    return None if cc is None else dict(cc.summary(steady_s=steady_s))
 
 
 def watch_options(args: argparse.Namespace, out: Path) -> WatchOptions:
@@ -647,7 +648,7 @@ def _run_watched(
         exact=exact,
         dead_letters=_dead_letter_counts(node),
         log_lag=_log_lag(node),
-        classes=_classes(node),
+        classes=_classes(node, cfg.stw_s),
     )
     watch.finished(snapshot if history else None, report=str(report), error=error)
     print(report)

@@ -666,8 +666,8 @@ def _classes_text(c: Mapping[str, Any]) -> str:
     dilos = "with DILoS redistribution" if c["dilos"] else "separate, no redistribution"
     return (
         f"One {c['manager']} load manager per class, {dilos}; D is given in trigger intervals "
-        f"of {c['trigger_s']:g} s. Latency: arrival to result, row-weighted over the measured "
-        f"batches.\n\n{markdown_table(rows)}\n\nHigher class, lower latency: "
+        f"of {c['trigger_s']:g} s. Latency: arrival to result, row-weighted over the batches "
+        f"measured {c.get('latency_after_s', 0):g} s or more into the run.\n\n{markdown_table(rows)}\n\nHigher class, lower latency: "
         f"{c['latency_order']}.\n\n![each class manager's headroom H over time](headroom.png)"
     )
 

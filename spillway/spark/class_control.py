@@ -206,8 +206,8 @@ class ClassControl:
         self._dropped_iv = [0] * n
         self.arrived = [0] * n
         self.dropped = [0] * n
-        #: Per class, (response time, rows) of every measured batch.
-        self.responses: list[list[tuple[float, int]]] = [[] for _ in range(n)]
+        #: Per class, (feed time, response time, rows) of every measured batch.
+        self.responses: list[list[tuple[float, float, int]]] = [[] for _ in range(n)]
         self.records: list[dict[str, Any]] = []
 
     @property
@@ -216,9 +216,10 @@ class ClassControl:
         lms = [classes._manager(m) for m in self._cfg.managers]
         return [float(lm.capacity_of(s)) for lm, s in zip(lms, self._state.managers, strict=True)]
 
-    def observe(self, c: int, *, rows: int, response_s: float | None) -> None:
-        """``rows`` admitted rows of class index ``c`` got results ``response_s`` after their
-        mean arrival (None: not known; the rows still count as processed)."""
+    def observe(self, c: int, *, rows: int, response_s: float | None, t: float = math.nan) -> None:
+        """``rows`` admitted rows of class index ``c`` got results at feed time ``t``,
+        ``response_s`` after their mean arrival (None: not known; the rows still count as
+        processed)."""
         if rows <= 0:
             return
         self._rows[c] += int(rows)
@@ -226,7 +227,7 @@ class ClassControl:
             r = max(float(response_s), 0.0)
             self._timed[c] += int(rows)
             self._weighted[c] += int(rows) * r
-            self.responses[c].append((r, int(rows)))
+            self.responses[c].append((float(t), r, int(rows)))
 
     def note(self, *, arrived: Sequence[int], dropped: Sequence[int]) -> None:
         """A decision covered ``arrived`` tuples per class and shed ``dropped`` of them."""
@@ -285,14 +286,18 @@ class ClassControl:
         self._dropped_iv = [0] * n
         return d
 
-    def summary(self) -> dict[str, Any]:
+    def summary(self, steady_s: float = 0.0) -> dict[str, Any]:
         """Per class: weight, ``D``, loss, row-weighted p95 and mean response time (each
-        batch's rows counted at their mean response), whether p95 <= D, and the manager's
-        headroom over time; plus the latency comparison's verdict."""
+        batch's rows counted at their mean response) of the batches that finished
+        ``steady_s`` or more after the first decision (all of them when none did), whether
+        p95 <= D, and the manager's headroom over time; plus the latency comparison's
+        verdict."""
+        t0 = self.records[0]["t"] if self.records else 0.0
         out: dict[str, Any] = {}
         for c in range(self.config.n_classes):
-            resp = self.responses[c]
-            vals, rows = [r for r, _ in resp], [n for _, n in resp]
+            every = self.responses[c]
+            resp = [x for x in every if x[0] - t0 >= steady_s] or every
+            vals, rows = [r for _, r, _ in resp], [n for _, _, n in resp]
             p95 = weighted_quantile(vals, rows, 0.95)
             mean = float(np.average(vals, weights=rows)) if resp else math.nan
             d_s = self.config.target_intervals[c] * self.trigger_s
@@ -316,4 +321,5 @@ class ClassControl:
             "trigger_s": self.trigger_s,
             "classes": out,
             "latency_order": SHARED_BATCHES,
+            "latency_after_s": steady_s,
         }

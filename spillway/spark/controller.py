@@ -1331,7 +1331,7 @@ class NodeController:
             if rows <= 0:
                 continue
             mid = sum(float(pending[k][0][c] * pending[k][1][c]) for k in done) / rows
-            cc.observe(c, rows=int(round(rows)), response_s=now - mid)
+            cc.observe(c, rows=int(round(rows)), response_s=now - mid, t=now)
         for k in done:
             del pending[k]
 

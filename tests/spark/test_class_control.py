@@ -93,8 +93,9 @@ def test_measured_batches_give_each_class_its_response_time():
     off = c.latest_offset("avg", start)  # boundary 1: rows of [0, 1) s, mean arrival 0.5 s
     c.observe_batch("avg", rows=60, duration_s=0.2, end_offset=off, start_offset=start)
     cc = c.class_control
-    ((r1, n1),) = cc.responses[0]
-    ((r2, n2),) = cc.responses[1]
+    ((t1, r1, n1),) = cc.responses[0]
+    ((_, r2, n2),) = cc.responses[1]
+    assert t1 == pytest.approx(1.0)
     assert (r1, r2) == (pytest.approx(0.5), pytest.approx(0.5))  # finished at feed time 1 s
     assert n1 + n2 == c.history()[-1].query_admitted["qa"] + c.history()[-1].query_admitted["qb"]
     assert cc.responses[2] == []  # class 3 runs in plan "max", whose batch is not done yet
@@ -107,6 +108,10 @@ def test_measured_batches_give_each_class_its_response_time():
     assert s["classes"]["3"]["meets_target"] is None
     assert s["latency_order"].startswith("not applicable")
     assert len(s["classes"]["2"]["headroom"]) == 2
+    assert cc.summary(steady_s=5.0)["classes"]["1"]["latency_p95_s"] == pytest.approx(0.5)
+    cc.observe(0, rows=10, response_s=9.0, t=7.0)  # 6 s after the first decision (t = 1 s)
+    assert cc.summary(steady_s=5.0)["classes"]["1"]["latency_p95_s"] == pytest.approx(9.0)
+    assert cc.summary()["classes"]["1"]["latency_p95_s"] == pytest.approx(9.0)
 
 
 def test_dilos_lends_class_one_s_unused_capacity_to_class_three():
