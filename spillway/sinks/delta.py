@@ -28,8 +28,8 @@ exists.
 >>> rows = pd.DataFrame({"route": ["JFK-LAX"], "sic": [0.5]})
 >>> sink.write(0, rows), sink.write(1, rows), sink.write(1, rows)  # the replay is skipped
 (True, True, False)
->>> read_delta_sink(sink.root)["sic"].sum()
-np.float64(1.0)
+>>> float(read_delta_sink(sink.root)["sic"].sum())
+1.0
 >>> sink.app_id, sink.committed()
 ('spillway:q:a1', 1)
 """
