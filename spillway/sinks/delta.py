@@ -18,7 +18,9 @@ newest there, 4.4.0 (built against Spark 4.2.0), loads on Spark 4.3.0 and commit
 then fails on the first read of the table's state (the second write, or any read) with
 ``java.lang.NoSuchMethodError: 'void org.apache.spark.sql.execution.LogicalRDD.<init>(...)'``
 in ``org.apache.spark.sql.delta.util.StateCache``: Spark 4.3 changed a constructor Delta calls.
-Delta 4.3.1 (built against Spark 4.1.0) fails likewise. So the table is written from the driver
+Delta 4.3.1 (built against Spark 4.1.0) fails likewise. The check is
+``flock /tmp/spillway-heavy.lock .venv/bin/python scripts/probe_delta_spark.py --delta 4.4.0``
+(it fetches the two jars into spillway's jar cache and prints ``OK`` or the error). So the table is written from the driver
 (the sink gets each batch's rows as pandas there anyway) and read with ``deltalake``, pandas or
 any Delta reader; Spark reads it with ``format("delta")`` once a Delta-Spark for its version
 exists.
