@@ -53,7 +53,9 @@ def main() -> int:
             ).save(path)
         n = spark.read.format("delta").load(path).count()
     except Exception as e:  # the probe reports what fails, whatever it is
-        print("FAILED:", str(e).strip().splitlines()[0][:400])
+        lines = str(e).strip().splitlines()
+        java = [ln.lstrip(": ") for ln in lines if ln.lstrip(": ").startswith("java.")]
+        print("FAILED:", (java or lines)[0][:400])
         return 1
     finally:
         spark.stop()

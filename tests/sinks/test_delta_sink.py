@@ -80,7 +80,11 @@ def test_a_restarted_user_query_replaying_its_batch_leaves_each_result_once_with
     # window [100, 101): three rows of SIC 0.1; [101, 102): one row of SIC 0.3
     data = [(0, 0, 1, 10.0, 0.1, 100.1), (0, 0, 2, 60.0, 0.1, 100.2), (0, 0, 1, 70.0, 0.1, 100.3)]
     data.append((0, 0, 2, 20.0, 0.3, 101.5))
-    batch = spark.createDataFrame(data, ddl).withColumn("event_ts", F.timestamp_seconds("event_ts"))
+    batch = (
+        spark.createDataFrame(data, ddl)
+        .withColumn("event_ts", F.timestamp_seconds("event_ts"))
+        .withColumn("arrival_ts", F.col("event_ts"))
+    )
 
     def per_key(rows):
         return rows.groupBy("window_start", "key").agg(F.avg("value").alias("mean"))
