@@ -165,8 +165,9 @@ class QuerySpec:
         taken from the config file's folder when read by :func:`load_config`, else from the
         working directory). Only for ``kind = "user"``, which needs it.
     sink : where a ``user`` query's results go, each batch exactly once: a table such as
-        ``{kind = "parquet", path = "out/fares"}``, ``{kind = "kafka", topic = "fares-out"}``
-        or ``{kind = "console"}`` (:mod:`spillway.sinks`), or a function ``f(rows, batch_id)``
+        ``{kind = "parquet", path = "out/fares"}``, ``{kind = "kafka", topic = "fares-out"}``,
+        ``{kind = "delta", path = "out/fares-delta"}`` or ``{kind = "console"}``
+        (:mod:`spillway.sinks`), or a function ``f(rows, batch_id)``
         called with each batch's rows (pandas). None: the results stay in the node's store
         only.
     priority_class : the query's priority class (1 = highest) under the ``dilos`` policy

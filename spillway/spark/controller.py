@@ -91,8 +91,17 @@ predicted (other work on the machine stopped) the per-tuple estimate can drift t
 measured here, a run's mean estimated capacity of 144 million tuples/s for a node processing
 63,000 a second. So the capacity in tuples is capped at ``capacity_reach`` (default 2) times the
 largest batch of the last :data:`REACH_BATCHES` measured batches (summed over the plans that
-run; no cap before every running plan has a measured batch). Under overload the admitted batches are the capacity
-itself, so the cap only limits how fast the capacity may grow: doubling per interval.
+run). Under overload the admitted batches are the capacity itself, so the cap only limits how
+fast the capacity may grow: doubling per interval.
+
+Cold start: before a plan's first measured batch the cost model holds only its prior (2 µs a
+tuple by default), which is not safe: a plan costing ten times that admits ten times what fits,
+and at 3x overload the first batches of ``spillway experiment kafka-overload`` admitted hundreds
+of thousands of rows and lasted tens of seconds each. So a plan with no measured batch counts in
+the reach as ``cold_start_rows`` (default 10,000) shown rows: its first batches stay small
+whatever the prior says, the node measures them, and from then on the reach grows the capacity
+from its own measured batches (doubling per interval) while the cost model learns from batches
+like the ones that follow.
 
 Batch span
 ----------
@@ -364,6 +373,9 @@ class ControllerConfig:
     history : number of interval records kept.
     capacity_reach : a cost-model capacity is at most this many times the largest recent
         batch (module docstring, "Capacity reach"); None: no cap.
+    cold_start_rows : the rows a plan with no measured batch counts as having shown in the
+        reach (module docstring, "Cold start"); None: no cap until every running plan has a
+        measured batch (the prior alone decides the first batches).
     span_limit : a micro-batch spans at most this many intervals when its fixed cost does not
         fit one (:func:`spillway.control.batch_span`; module docstring, "Batch span"); 1 keeps
         one decision per interval.
@@ -385,6 +397,7 @@ class ControllerConfig:
     overload: OverloadConfig = field(default_factory=OverloadConfig)
     history: int = 100_000
     capacity_reach: float | None = 2.0
+    cold_start_rows: int | None = 10_000
     span_limit: int = 4
     load_control: LoadControlConfig | None = None
     class_control: ClassControlConfig | None = None
@@ -414,6 +427,12 @@ class ControllerConfig:
             isinstance(reach, bool) or not isinstance(reach, int | float) or not reach >= 1
         ):
             raise ConfigError(f"capacity_reach must be a number >= 1 or None, got {reach!r}")
+        cold = self.cold_start_rows
+        if cold is not None and (isinstance(cold, bool) or not isinstance(cold, int) or cold < 1):
+            raise ConfigError(
+                f"cold_start_rows must be an int >= 1 or None, got {cold!r}: the rows a plan's "
+                "first batches may hold before the node has measured one"
+            )
         lim = self.span_limit
         if isinstance(lim, bool) or not isinstance(lim, int) or lim < 1:
             raise ConfigError(f"span_limit must be an int >= 1, got {lim!r}")
@@ -1620,12 +1639,16 @@ class NodeController:
 
     def _shown_rows(self, plans: Sequence[str]) -> float | None:
         """Sum over ``plans`` of the largest of each one's last :data:`REACH_BATCHES` measured
-        batches (rows); None while a plan has none."""
+        batches (rows), ``cold_start_rows`` for a plan with none; None when a plan has none and
+        ``cold_start_rows`` is None."""
         total = 0.0
         for name in plans:
             batches = self._plans[name].batches
             if not batches:
-                return None
+                if self.config.cold_start_rows is None:
+                    return None
+                total += self.config.cold_start_rows
+                continue
             n = min(len(batches), REACH_BATCHES)
             total += max(max(batches[-i]["rows"] for i in range(1, n + 1)), 1)
         return total
