@@ -97,11 +97,13 @@ fast the capacity may grow: doubling per interval.
 Cold start: before a plan's first measured batch the cost model holds only its prior (2 µs a
 tuple by default), which is not safe: a plan costing ten times that admits ten times what fits,
 and at 3x overload the first batches of ``spillway experiment kafka-overload`` admitted hundreds
-of thousands of rows and lasted tens of seconds each. So a plan with no measured batch counts in
-the reach as ``cold_start_rows`` (default 10,000) shown rows: its first batches stay small
-whatever the prior says, the node measures them, and from then on the reach grows the capacity
-from its own measured batches (doubling per interval) while the cost model learns from batches
-like the ones that follow.
+of thousands of rows and lasted tens of seconds each. With ``cold_start_rows`` set (for
+example 10,000), a plan with no measured batch counts in the reach as that many shown rows: its
+first batches stay small whatever the prior says, the node measures them, and from then on the
+reach grows the capacity from its own measured batches (doubling per interval) while the cost
+model learns from batches like the ones that follow. It is off by default (None) until the
+experiments and the main job have been rerun with it: their first batches, and the figures
+drawn from them, would change.
 
 Batch span
 ----------
@@ -397,7 +399,7 @@ class ControllerConfig:
     overload: OverloadConfig = field(default_factory=OverloadConfig)
     history: int = 100_000
     capacity_reach: float | None = 2.0
-    cold_start_rows: int | None = 10_000
+    cold_start_rows: int | None = None
     span_limit: int = 4
     load_control: LoadControlConfig | None = None
     class_control: ClassControlConfig | None = None
