@@ -8,8 +8,10 @@ Starts its own broker in a temporary folder (stopped at the end), fills one part
 ``--rows`` JSON messages of the ``spillway produce`` shape (about 100 bytes), then reports, as
 one JSON object per line: the encoding rate (columns to JSON values), the writer's rate (queue
 and acknowledge), and the reader's rows/s for the whole partition at once and for consecutive
-ranges of 50,000 and 10,000 offsets (the shape of a source's micro-batches), each the median of
-three runs. ``--spark`` adds Spark's own Kafka source counting the same partition (batch read).
+ranges of 50,000 and 10,000 offsets (the shape of a source's micro-batches), and
+``KafkaFeed.records`` over the whole partition (read, then parse the JSON values with the
+schema: the source's Python side), each the median of three runs. ``--spark`` adds Spark's
+own Kafka source counting the same partition (batch read).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import numpy as np
 
 from spillway.kafka.admin import create_topic
 from spillway.kafka.encode import encode
+from spillway.kafka.feed import KafkaFeed
 from spillway.kafka.reader import RangeReader
 from spillway.kafka.writer import KafkaWriter
 from spillway.testing import running_broker
@@ -90,6 +93,34 @@ def main() -> None:
                     }
                 )
             )
+        # the source's whole Python side for one range: read, then parse the JSON values
+        # with the user's schema into the columns a micro-batch carries (KafkaFeed.records)
+        feed = KafkaFeed(
+            subscribe="bench",
+            startingOffsets="earliest",
+            schema="source long, seq long, key long, value double",
+            value_column="value",
+            key_column="key",
+            **{"kafka.bootstrap.servers": conn.bootstrap_servers},
+        )
+        runs = []
+        for _ in range(3):
+            t0 = time.perf_counter()
+            got = len(feed.records(0, np.arange(n, dtype=np.int64))["key"])
+            runs.append(time.perf_counter() - t0)
+            assert got == n, (got, n)
+        feed.close()
+        print(
+            json.dumps(
+                {
+                    "figure": "feed_records_rows_per_s",
+                    "range_rows": n,
+                    "value": round(_median_rate(n, runs)),
+                    "runs_s": [round(x, 3) for x in runs],
+                    "note": "KafkaFeed.records: read + parse JSON with the schema",
+                }
+            )
+        )
         if args.spark:
             from spillway.testing import local_spark
 

@@ -539,6 +539,16 @@ def _what_ran(node: RunnableNode) -> tuple[list[IntervalRecord], NodeSnapshot, A
         )
 
 
+def _classes(node: RunnableNode, steady_s: float) -> dict[str, Any] | None:
+    """The priority classes' summary (``dilos`` policy), latencies from ``steady_s`` into the
+    run on (one STW, as the queries' p95), or None without classes."""
+    try:
+        cc = getattr(getattr(node, "controller", None), "class_control", None)
+    except SpillwayError:
+        return None  # it never started
+    return None if cc is None else dict(cc.summary(steady_s=steady_s))
+
+
 def watch_options(args: argparse.Namespace, out: Path) -> WatchOptions:
     """How ``spillway run`` shows its node (:mod:`spillway.watch`), from its options."""
     ui = bool(args.ui or args.ui_port is not None or args.ui_host is not None)
@@ -638,6 +648,8 @@ def _run_watched(
         exact=exact,
         dead_letters=_dead_letter_counts(node),
         log_lag=_log_lag(node),
+        serving_cpu_s=watch.serving_cpu_s(),
+        classes=_classes(node, cfg.stw_s),
     )
     watch.finished(snapshot if history else None, report=str(report), error=error)
     print(report)

@@ -165,10 +165,13 @@ class QuerySpec:
         taken from the config file's folder when read by :func:`load_config`, else from the
         working directory). Only for ``kind = "user"``, which needs it.
     sink : where a ``user`` query's results go, each batch exactly once: a table such as
-        ``{kind = "parquet", path = "out/fares"}``, ``{kind = "kafka", topic = "fares-out"}``
-        or ``{kind = "console"}`` (:mod:`spillway.sinks`), or a function ``f(rows, batch_id)``
+        ``{kind = "parquet", path = "out/fares"}``, ``{kind = "kafka", topic = "fares-out"}``,
+        ``{kind = "delta", path = "out/fares-delta"}`` or ``{kind = "console"}``
+        (:mod:`spillway.sinks`), or a function ``f(rows, batch_id)``
         called with each batch's rows (pandas). None: the results stay in the node's store
         only.
+    priority_class : the query's priority class (1 = highest) under the ``dilos`` policy
+        (``NodeConfig.class_weights``); None: class 1.
     """
 
     name: str
@@ -183,6 +186,7 @@ class QuerySpec:
     latency_target_s: float | None = None
     function: str | Callable[..., Any] | None = None
     sink: Mapping[str, Any] | Callable[..., Any] | None = None
+    priority_class: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -204,6 +208,11 @@ class QuerySpec:
             _positive(f"query {self.name!r}: latency_target_s", self.latency_target_s)
         object.__setattr__(self, "feed_options", dict(self.feed_options))
         object.__setattr__(self, "profile_options", dict(self.profile_options))
+        c = self.priority_class
+        if c is not None and (not isinstance(c, int) or isinstance(c, bool) or c < 1):
+            raise ConfigError(
+                f"query {self.name!r}: priority_class must be an int >= 1 (1 = highest), got {c!r}"
+            )
         self._check_user_parts()
 
     def _check_user_parts(self) -> None:
@@ -267,7 +276,14 @@ class NodeConfig:
         (:mod:`spillway.spark.load_control`); None (default): the cost-model budget decides.
     load_target_intervals : the load manager's delay target ``D``, in trigger intervals.
     load_manager_options : the load manager's own settings (e.g. ``{"capacity": 0.7}``, the
-        headroom ``H`` of Aurora and CTRL, the initial one of SEaMLeSS and ALoMa).
+        headroom ``H`` of Aurora and CTRL, the initial one of SEaMLeSS and ALoMa). With the
+        ``dilos`` policy the manager runs once per priority class (:meth:`class_control`).
+    class_weights : the priority classes' weights, class 1 first (Pham QN-A: 6, 3, 1); only
+        with the ``dilos`` policy.
+    class_target_intervals : each class's delay target ``D`` in trigger intervals (3, 4, 5).
+    class_redistribution : whether DILoS lends capacity between the classes (Pham §6.1.3);
+        False: separate per-class managers at the weights' shares.
+    class_crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
     """
 
     queries: tuple[QuerySpec, ...]
@@ -284,6 +300,10 @@ class NodeConfig:
     load_manager: str | None = None
     load_target_intervals: float = 3.0
     load_manager_options: Mapping[str, Any] = field(default_factory=dict)
+    class_weights: tuple[int, ...] = (6, 3, 1)
+    class_target_intervals: tuple[float, ...] = (3.0, 4.0, 5.0)
+    class_redistribution: bool = True
+    class_crc_cycles: int = 10
 
     def __post_init__(self) -> None:
         qs = tuple(self.queries)
@@ -327,17 +347,61 @@ class NodeConfig:
                 "(aurora, ctrl, seamless or aloma) or remove the options"
             )
         self.load_control()  # a bad name, target or setting fails now, not at run time
+        object.__setattr__(self, "class_weights", tuple(self.class_weights))
+        object.__setattr__(self, "class_target_intervals", tuple(self.class_target_intervals))
+        if self.policy != "dilos":
+            classed = [q.name for q in qs if q.priority_class is not None]
+            if classed:
+                raise ConfigError(
+                    f"queries {classed} set priority_class but the policy is {self.policy!r}: "
+                    'classes need policy = "dilos" (or remove priority_class)'
+                )
+        elif self.load_manager is None:
+            raise ConfigError(
+                'policy "dilos" runs one load manager per priority class: set load_manager '
+                "(aurora, ctrl, seamless or aloma)"
+            )
+        self.class_control()  # bad classes, weights or targets fail now
+
+    def class_control(self) -> Any:
+        """The :class:`~spillway.spark.class_control.ClassControlConfig` of the ``dilos``
+        policy (one ``load_manager`` per priority class), or None for any other policy.
+
+        >>> cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="gaussian",
+        ...                                     priority_class=2),),
+        ...                  policy="dilos", load_manager="aloma")
+        >>> cc = cfg.class_control()
+        >>> cc.query_class, cc.weights, cc.target_intervals, cc.dilos
+        ((2,), (6, 3, 1), (3.0, 4.0, 5.0), True)
+        >>> cfg.load_control() is None
+        True
+        """
+        if self.policy != "dilos":
+            return None
+        from spillway.spark.class_control import ClassControlConfig
+
+        assert self.load_manager is not None
+        return ClassControlConfig(
+            manager=self.load_manager,
+            query_class=tuple(q.priority_class or 1 for q in self.queries),
+            weights=self.class_weights,
+            target_intervals=self.class_target_intervals,
+            dilos=self.class_redistribution,
+            crc_cycles=self.class_crc_cycles,
+            settings=self.load_manager_options,
+        )
 
     def load_control(self) -> Any:
         """The :class:`~spillway.spark.load_control.LoadControlConfig` this config names, or
-        None (the cost-model budget decides).
+        None (the cost-model budget decides, or the ``dilos`` policy runs the manager per
+        class: :meth:`class_control`).
 
         >>> cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="gaussian"),),
         ...                  load_manager="aloma", load_target_intervals=4)
         >>> cfg.load_control().manager, cfg.load_control().target_intervals
         ('aloma', 4)
         """
-        if self.load_manager is None:
+        if self.load_manager is None or self.policy == "dilos":
             return None
         from spillway.spark.load_control import LoadControlConfig
 

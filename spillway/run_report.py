@@ -637,14 +637,39 @@ def _report_sections(
     sections = [("Setup", _setup_text(s, config))]
     if s.get("failure"):
         sections.append(("Failure", _failure_text(s)))
+    classes = [("Priority classes", _classes_text(s["classes"]))] if s.get("classes") else []
     return sections + [
         ("Headline", headline),
+        *classes,
         ("Queries", qtable),
         ("Error against the exact answer", section(s)),
         ("Estimated capacity against what was processed", capacity),
         ("Over time", over_time),
         ("Files", "\n".join(f"- `{f}`" for f in files)),
     ]
+
+
+def _classes_text(c: Mapping[str, Any]) -> str:
+    """The priority classes' table (loss, latency p95 against D) and the headroom plot."""
+    rows = [
+        {
+            "class": k,
+            "weight": v["weight"],
+            "D (intervals)": v["target_intervals"],
+            "D (s)": v["target_s"],
+            "loss": _fmt(v["loss"]),
+            "latency p95 (s)": _fmt(v["latency_p95_s"]),
+            "p95 <= D": v["meets_target"],
+        }
+        for k, v in c["classes"].items()
+    ]
+    dilos = "with DILoS redistribution" if c["dilos"] else "separate, no redistribution"
+    return (
+        f"One {c['manager']} load manager per class, {dilos}; D is given in trigger intervals "
+        f"of {c['trigger_s']:g} s. Latency: arrival to result, row-weighted over the batches "
+        f"measured {c.get('latency_after_s', 0):g} s or more into the run.\n\n{markdown_table(rows)}\n\nHigher class, lower latency: "
+        f"{c['latency_order']}.\n\n![each class manager's headroom H over time](headroom.png)"
+    )
 
 
 def write_run_report(
@@ -662,6 +687,8 @@ def write_run_report(
     exact: ExactOutcome | None = None,
     dead_letters: Mapping[str, Mapping[str, int]] | None = None,
     log_lag: Mapping[str, Mapping[str, int]] | None = None,
+    serving_cpu_s: Mapping[str, float] | None = None,
+    classes: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write the report folder of a run and return the path of its ``report.md``.
 
@@ -672,7 +699,12 @@ def write_run_report(
     ``kept``, ``latency``, ``jain`` and ``capacity``, with ``exact`` computed
     ``exact_windows.csv`` and ``sic_error.png`` (:func:`spillway.run_exact.write_files`), and
     ``report.md`` embedding them (with a "Failure" section saying where, when ``failure`` is
-    given).
+    given). ``serving_cpu_s``, the CPU seconds the dashboard and the metrics endpoint took in
+    the driver (:meth:`spillway.watch.RunWatch.serving_cpu_s`), goes into ``summary.json``
+    as is when any was served. With priority classes (``classes``, :meth:`ClassControl.summary
+    <spillway.spark.class_control.ClassControl.summary>`) summary.json gains ``classes`` (per
+    class loss, latency p95 against ``D`` and the manager's headroom over time) and the folder
+    ``classes.csv`` and ``headroom.png``.
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -690,7 +722,13 @@ def write_run_report(
         dead_letters=dead_letters,
         log_lag=log_lag,
     )
+    if serving_cpu_s:
+        summary["serving_cpu_s"] = dict(serving_cpu_s)
+    if classes is not None:
+        summary["classes"] = dict(classes)
     files = [write_summary(out, summary).name]
+    if classes is not None:
+        files += _class_files(out, classes)
     names = [q.name for q in config.queries]
     ivs = interval_rows(history, names, config.trigger_s, config.headroom)
     files.append(write_csv(out / "intervals.csv", ivs).name)
@@ -721,3 +759,38 @@ def write_run_report(
     if failure is not None:
         title += " (failed)"
     return write_report(out, title, _report_sections(summary, config, plots, files + ["report.md"]))
+
+
+def _class_files(out: Path, classes: Mapping[str, Any]) -> list[str]:
+    """``classes.csv`` (per class: weight, D, loss, latency p95 and mean) and ``headroom.png``
+    (each class manager's headroom estimate over time)."""
+    per = classes["classes"]
+    rows = [
+        {
+            "class": c,
+            "weight": v["weight"],
+            "target_s": v["target_s"],
+            "loss": v["loss"],
+            "latency_p95_s": v["latency_p95_s"],
+            "latency_mean_s": v["latency_mean_s"],
+            "meets_target": v["meets_target"],
+        }
+        for c, v in per.items()
+    ]
+    csv_name = write_csv(out / "classes.csv", rows).name
+    series = {
+        f"class {c} (D = {v['target_s']:g} s)": (
+            [p[0] for p in v["headroom"]],
+            [p[1] for p in v["headroom"]],
+        )
+        for c, v in per.items()
+    }
+    dilos = "on" if classes["dilos"] else "off"
+    png = line_plot(
+        out / "headroom.png",
+        series,
+        title=f"{classes['manager']} per class, DILoS {dilos}",
+        xlabel="feed time (s)",
+        ylabel="headroom H (CPU-s/s)",
+    )
+    return [csv_name, png.name]

@@ -174,6 +174,17 @@ class RunWatch:
             lines.append(f"spillway: Prometheus metrics at {self.metrics.url}")
         return lines
 
+    def serving_cpu_s(self) -> dict[str, float]:
+        """CPU seconds each server started took so far in the driver (``dashboard``,
+        ``metrics``; empty when none runs): what watching this run costs the node, beside the
+        board every view shares."""
+        out = {}
+        if self.dashboard is not None:
+            out["dashboard"] = round(float(self.dashboard.cpu_s), 4)
+        if self.metrics is not None:
+            out["metrics"] = round(float(self.metrics.cpu_s), 4)
+        return out
+
     # ------------------------------------------------------------------ feeding the board
     def attach(self, node: Any) -> None:
         """Listen to ``node`` (its ``observers`` list, when it has one)."""

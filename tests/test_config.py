@@ -138,3 +138,32 @@ def test_load_manager_settings_are_checked_when_the_config_is_made():
         NodeConfig(queries=qs, load_manager="pid")
     with pytest.raises(ConfigError, match="target_intervals must be a finite number > 0"):
         NodeConfig(queries=qs, load_manager="aloma", load_target_intervals=0)
+
+
+def test_priority_classes_need_the_dilos_policy_and_a_load_manager():
+    q = QuerySpec(name="q", kind="avg", feed="gaussian", priority_class=2)
+    with pytest.raises(ConfigError, match=r"priority_class must be an int >= 1 \(1 = highest\)"):
+        QuerySpec(name="q", kind="avg", feed="gaussian", priority_class=0)
+    with pytest.raises(ConfigError, match="set priority_class but the policy is 'random'"):
+        NodeConfig(queries=(q,), policy="random")
+    with pytest.raises(ConfigError, match='policy "dilos" runs one load manager per priority'):
+        NodeConfig(queries=(q,), policy="dilos")
+    with pytest.raises(ConfigError, match=r"query_class\[0\] must be a class from 1 to 1"):
+        NodeConfig(
+            queries=(q,),
+            policy="dilos",
+            load_manager="aloma",
+            class_weights=(1,),
+            class_target_intervals=(3,),
+        )
+    cfg = NodeConfig(
+        queries=(q,),
+        policy="dilos",
+        load_manager="ctrl",
+        class_redistribution=False,
+        load_manager_options={"capacity": 0.5},
+    )
+    assert cfg.load_control() is None
+    cc = cfg.class_control()
+    assert cc.manager == "ctrl" and not cc.dilos and cc.settings == {"capacity": 0.5}
+    assert NodeConfig.from_dict(cfg.to_dict()) == cfg

@@ -11,17 +11,25 @@ with a moving average"); on Spark every micro-batch also pays a fixed cost (plan
 tasks, state-store commits, offset and commit logs), so both terms are fitted here.
 
 Fit: exponentially weighted, regularised least squares, computed recursively in information
-form (recursive least squares with forgetting factor ``λ``). After each observation
+form (recursive least squares with forgetting factor ``λ``). The data's sums are kept apart
+from the prior; after each observation
 
-    A ← λ·A + (1 − λ)·A₀ + w·x·xᵀ / σ²,        b ← λ·b + (1 − λ)·A₀·θ₀ + w·x·y / σ²,
+    D ← λ·D + w·x·xᵀ,        d ← λ·d + w·x·y,
 
-with regressor ``x = (1, rows / rows_scale, arrived / rows_scale)``, prior mean ``θ₀`` and prior
-information ``A₀``.
-The prior keeps a constant weight ``A₀`` for ever (the ``(1 − λ)·A₀`` term exactly replaces what
-forgetting removes), so when ``rows`` barely varies the split between overhead and per-tuple cost
-is pulled toward the prior instead of drifting (no covariance wind-up), while the fitted line
-still predicts the observed durations. The estimate is the non-negative minimiser of
-``θᵀAθ − 2bᵀθ`` (three variables, solved exactly over the faces of the orthant).
+with regressor ``x = (1, rows / rows_scale, arrived / rows_scale)`` and robustness weight ``w``,
+and the estimate minimises ``θᵀAθ − 2bᵀθ`` over ``θ >= 0`` (three variables, solved exactly
+over the faces of the orthant) with
+
+    A = A₀ + D / σ²,        b = A₀·θ₀ + d / σ²,
+
+prior mean ``θ₀``, prior information ``A₀`` and the noise variance ``σ²`` learned so far. The
+prior keeps a constant weight ``A₀`` for ever, so when ``rows`` barely varies the split between
+overhead and per-tuple cost is pulled toward the prior instead of drifting (no covariance
+wind-up), while the fitted line still predicts the observed durations. Every batch in the data
+is weighed by the *current* ``σ²``: weighing each by the ``σ²`` of its own time let the first
+batches, folded in while ``σ²`` was still its small initial value, outweigh tens of later ones
+(measured: a node whose start was slow kept a per-tuple cost 60 % too high for more than 100 s
+and shed 18 % of what it could have kept, ``tests/control/test_cost_model.py``).
 
 Robustness:
 
@@ -197,8 +205,9 @@ class CostModelState:
 
     Parameters
     ----------
-    info : the information matrix ``A`` (3 x 3, symmetric) as its rows (scaled units).
-    vec : the vector ``b`` (scaled units).
+    info : the data's weighted sum ``D`` of ``x·xᵀ`` (3 x 3, symmetric) as its rows (scaled
+        units; the prior is not in it).
+    vec : the data's weighted sum ``d`` of ``x·y`` (scaled units).
     noise_var : learned variance of a duration around the fitted plane (s²).
     overhead_s, per_tuple_s, per_arrived_s : the current estimate.
     seen : observations received (including the ignored warm-up ones).
@@ -252,7 +261,7 @@ def initial_state(config: CostModelConfig) -> CostModelState:
     >>> s.overhead_s, s.used
     (0.2, 0)
     """
-    info, vec = _freeze(*_prior(config))
+    info, vec = _freeze(np.zeros((3, 3)), np.zeros(3))
     return CostModelState(
         info=info,
         vec=vec,
@@ -354,9 +363,10 @@ def observe(
     lam = config.forgetting
     x = np.array([1.0, kept / config.rows_scale, came / config.rows_scale])
     y = float(duration_s)
-    info = np.array(state.info, dtype=np.float64)
-    vec = np.array(state.vec, dtype=np.float64)
+    data = np.array(state.info, dtype=np.float64)
+    data_vec = np.array(state.vec, dtype=np.float64)
     p_info, p_vec = _prior(config)
+    info = p_info + data / state.noise_var
     theta = np.array(
         [
             state.overhead_s,
@@ -381,21 +391,19 @@ def observe(
             # A real change: keep the prior, discount older data, take this batch fully, and
             # keep doing so while the residuals stay on this side beyond the limit.
             g = config.shift_discount
-            info = p_info + g * (info - p_info)
-            vec = p_vec + g * (vec - p_vec)
+            data, data_vec = g * data, g * data_vec
             shifting = True
         else:
             weight = limit / abs(resid)
 
-    w = weight / state.noise_var
     noise_var = max(
         lam * state.noise_var + (1 - lam) * min(resid * resid, limit * limit),
         config.min_noise_s**2,
     )
-    info = lam * info + (1 - lam) * p_info + w * np.outer(x, x)
-    vec = lam * vec + (1 - lam) * p_vec + w * x * y
-    t = _solve_nonneg(info, vec)
-    frozen_info, frozen_vec = _freeze(info, vec)
+    data = lam * data + weight * np.outer(x, x)
+    data_vec = lam * data_vec + weight * x * y
+    t = _solve_nonneg(p_info + data / noise_var, p_vec + data_vec / noise_var)
+    frozen_info, frozen_vec = _freeze(data, data_vec)
     return CostModelState(
         info=frozen_info,
         vec=frozen_vec,

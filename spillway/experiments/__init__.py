@@ -85,7 +85,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, dilos, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -98,6 +98,7 @@ from spillway.experiments import (
     cod_drift,
     cod_latency,
     cost_quality,
+    dilos,
     federated_fairness,
     fragment_mix,
     kafka_overload,
@@ -120,6 +121,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "cod-latency": cod_latency,
     "kafka-overload": kafka_overload,
     "load-managers": load_managers,
+    "dilos": dilos,
     "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,

@@ -113,8 +113,9 @@ class Feed(ABC):
         seconds: Unix time, or the data's own time for a feed with an :meth:`event_clock`),
         and, for external logs, ``offset``, ``topic``, ``partition``, ``error`` (why a value is
         malformed, per row) and ``raw`` (its text; with a log feed's ``records`` option, also
-        each valid row's fields as a JSON object); None where a feed has no such column.
-        One call so a log is read once per range."""
+        each valid row's fields as a JSON object) and ``sic`` (the SIC each row already
+        carries, a federation link's rows; the row keeps it instead of its lane's share); None
+        where a feed has no such column. One call so a log is read once per range."""
         payload = self.payload(source, index)
         own = self.event_clock() is not None
         return {
@@ -129,6 +130,7 @@ class Feed(ABC):
             "partition": None,
             "error": None,
             "raw": None,
+            "sic": None,
         }
 
     @property

@@ -35,8 +35,13 @@ windows use the record timestamp), ``dead_letter`` (a folder for malformed and l
 ``records`` (default false: true hands a user's query every record's fields, as the JSON object
 text ``raw`` that ``from_json(raw, feed.schema_ddl)`` reads back) and ``lateness_s`` (default 1:
 how long after a window ends its records may still arrive; the node decides the window then);
-and ``dead_letter_topic`` (a topic on the same cluster for malformed and late records, written
-exactly once per record: :mod:`spillway.kafka.dead_letter`).
+``dead_letter_topic`` (a topic on the same cluster for malformed and late records, written
+exactly once per record: :mod:`spillway.kafka.dead_letter`); and ``sic_column`` (a numeric field
+of the schema holding the SIC a record already carries: a federation link topic's ``sic``, the
+rows an upstream node's fragment produced, :class:`spillway.spark.links.LinkSink`). With
+``sic_column`` a kept record keeps its carried SIC instead of its lane's per-tuple share, so a
+node shedding a fraction of a link lane's rows keeps that fraction of the SIC they carry (THEMIS
+Eq. 3 across nodes: the product of both nodes' keep ratios on the query's SIC).
 """
 
 from __future__ import annotations
@@ -77,6 +82,7 @@ OPTIONS = (
     *SHARED,
     "lateness_s",
     "dead_letter_topic",
+    "sic_column",
 )
 
 
@@ -98,7 +104,7 @@ class KafkaFeed(LogFields, Feed):
     **options : Spark's Kafka source options (``kafka.bootstrap.servers``, ``subscribe``,
         ``startingOffsets``, ``failOnDataLoss``, ``kafka.*``) and ``format``, ``schema``,
         ``value_column``, ``key_column``, ``time_column``, ``dead_letter``, ``records``,
-        ``lateness_s``, ``dead_letter_topic``.
+        ``lateness_s``, ``dead_letter_topic``, ``sic_column``.
 
         The shared ones become the attributes of
         :class:`~spillway.feeds.log_options.LogFields` (``format``, ``schema_ddl``, ...).
@@ -147,6 +153,7 @@ class KafkaFeed(LogFields, Feed):
         self.fail_on_data_loss = flag("kafka", "failOnDataLoss", opts.pop("failOnDataLoss", True))
         dlq = opts.pop("dead_letter_topic", None)
         self.dead_letter_topic = None if dlq is None else str(dlq)
+        self.sic_column = _sic_column(opts.pop("sic_column", None), self.schema)
         self.lanes: tuple[tuple[str, int, int], ...] = self._resolve()
         self.epoch_s: float | None = None
         self._cut_cache: dict[float, np.ndarray] = {}
@@ -296,7 +303,9 @@ class KafkaFeed(LogFields, Feed):
         ``key_text`` (text keys), ``event_ts`` and ``arrival_ts`` (the record timestamp, Unix
         seconds), ``offset``, ``topic``, ``partition``, and ``error`` (None, or why a value is
         malformed) and ``raw`` (the malformed value's text; with ``records``, a valid record's
-        fields as a JSON object, :func:`~spillway.feeds.row_json.rows_json`)."""
+        fields as a JSON object, :func:`~spillway.feeds.row_json.rows_json`); and ``sic``, the
+        SIC each record carries (``sic_column``; 0 for a malformed record), or None without
+        ``sic_column``."""
         topic, partition, _ = self.lanes[source]
         idx = np.asarray(index, dtype=np.int64)
         if idx.size == 0:
@@ -333,6 +342,10 @@ class KafkaFeed(LogFields, Feed):
         )
         for i in errors:
             raw[i] = bytes(values[i] or b"").decode("utf-8", "replace")
+        sic = None
+        if self.sic_column is not None:
+            carried = parsed.column(self.sic_column).cast(pa.float64())
+            sic = np.nan_to_num(carried.to_numpy(zero_copy_only=False), nan=0.0)
         return {
             "key": key,
             "key_text": key_text,
@@ -344,6 +357,7 @@ class KafkaFeed(LogFields, Feed):
             "partition": partition,
             "error": error,
             "raw": raw,
+            "sic": sic,
         }
 
     def _read_runs(self, topic: str, partition: int, idx: np.ndarray) -> pa.Table:
@@ -392,4 +406,23 @@ def _empty() -> dict[str, Any]:
         "partition": -1,
         "error": np.zeros(0, object),
         "raw": np.zeros(0, object),
+        "sic": None,
     }
+
+
+def _sic_column(given: Any, schema: pa.Schema) -> str | None:
+    """The ``sic_column`` option checked against the schema: None, or a numeric field."""
+    if given is None:
+        return None
+    name = str(given)
+    if name not in schema.names:
+        raise ConfigError(
+            f"kafka option 'sic_column' names {name!r}, not a field of the schema {schema.names}"
+        )
+    typ = schema.field(name).type
+    if not (pa.types.is_floating(typ) or pa.types.is_integer(typ)):
+        raise ConfigError(
+            f"kafka option 'sic_column' names {name!r} of type {typ}: the SIC a record carries "
+            "must be a number (e.g. 'sic double')"
+        )
+    return name

@@ -24,7 +24,7 @@ Examples
 --------
 >>> import numpy as np
 >>> sorted(POLICIES)
-['balance-sic', 'cod', 'random', 'uniform']
+['balance-sic', 'cod', 'dilos', 'random', 'uniform']
 >>> b = Backlog(lane_query=[0, 1], lane_source=[0, 0], count=[10, 30],
 ...             tuple_sic=[0.1, 1 / 30], query_sic=np.zeros(2))
 >>> make_policy("balance-sic", seed=0).decide(b, 40).keep.tolist()
@@ -32,7 +32,7 @@ Examples
 >>> make_policy("fifo")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: unknown policy 'fifo'; known policies: balance-sic, cod, random, uniform
+spillway.errors.UnknownNameError: unknown policy 'fifo'; known policies: balance-sic, cod, dilos, random, uniform
 """
 
 from __future__ import annotations
@@ -44,6 +44,7 @@ from spillway.errors import ConfigError, UnknownNameError
 from spillway.policies.balance_sic import BalanceSIC, BalanceSICConfig
 from spillway.policies.base import Admission, Backlog, Policy, PolicyConfig
 from spillway.policies.cod import CoD
+from spillway.policies.dilos import Dilos
 from spillway.policies.random_shed import RandomShedding
 from spillway.policies.uniform import Uniform
 
@@ -53,6 +54,7 @@ POLICIES: dict[str, type[Policy]] = {
     "balance-sic": BalanceSIC,
     "uniform": Uniform,
     "cod": CoD,
+    "dilos": Dilos,
 }
 
 

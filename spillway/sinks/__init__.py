@@ -13,6 +13,8 @@ parquet    ``path`` (a folder)                                  one file per bat
                                                                 aside and renamed over its name
 kafka      ``topic``, ``partition`` (0), ``kafka.*`` (the       one transaction per batch with
            broker; default the local one), ``create`` (true)    its progress, read back on start
+delta      ``path`` (the Delta table's folder)                  one commit per batch with Delta's
+                                                                transaction id (query, batch)
 console    ``rows`` (20 shown per batch)                        (display only: no guarantee)
 ========== ==================================================== ==============================
 
@@ -37,7 +39,7 @@ Examples
 >>> make_sink({"kind": "s3"}, query="fares")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: query 'fares': unknown sink kind 's3'; known: console, kafka, parquet
+spillway.errors.UnknownNameError: query 'fares': unknown sink kind 's3'; known: console, delta, kafka, parquet
 """
 
 from __future__ import annotations
@@ -48,12 +50,14 @@ from typing import Any
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.sinks.base import FunctionSink, Sink
 from spillway.sinks.console import ConsoleSink
+from spillway.sinks.delta import DeltaSink, read_delta_sink
 from spillway.sinks.kafka import KafkaSink
 from spillway.sinks.parquet import ParquetSink, read_parquet_sink
 
 #: Sink kinds by name: ``cls(query=..., **settings)``.
 SINKS: dict[str, Callable[..., Sink]] = {
     "console": ConsoleSink,
+    "delta": DeltaSink,
     "kafka": KafkaSink,
     "parquet": ParquetSink,
 }
@@ -89,10 +93,12 @@ def make_sink(
 __all__ = [
     "SINKS",
     "ConsoleSink",
+    "DeltaSink",
     "FunctionSink",
     "KafkaSink",
     "ParquetSink",
     "Sink",
     "make_sink",
+    "read_delta_sink",
     "read_parquet_sink",
 ]

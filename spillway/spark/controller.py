@@ -91,8 +91,19 @@ predicted (other work on the machine stopped) the per-tuple estimate can drift t
 measured here, a run's mean estimated capacity of 144 million tuples/s for a node processing
 63,000 a second. So the capacity in tuples is capped at ``capacity_reach`` (default 2) times the
 largest batch of the last :data:`REACH_BATCHES` measured batches (summed over the plans that
-run; no cap before every running plan has a measured batch). Under overload the admitted batches are the capacity
-itself, so the cap only limits how fast the capacity may grow: doubling per interval.
+run). Under overload the admitted batches are the capacity itself, so the cap only limits how
+fast the capacity may grow: doubling per interval.
+
+Cold start: before a plan's first measured batch the cost model holds only its prior (2 µs a
+tuple by default), which is not safe: a plan costing ten times that admits ten times what fits,
+and at 3x overload the first batches of ``spillway experiment kafka-overload`` admitted hundreds
+of thousands of rows and lasted tens of seconds each. With ``cold_start_rows`` set (for
+example 10,000), a plan with no measured batch counts in the reach as that many shown rows: its
+first batches stay small whatever the prior says, the node measures them, and from then on the
+reach grows the capacity from its own measured batches (doubling per interval) while the cost
+model learns from batches like the ones that follow. It is off by default (None) until the
+experiments and the main job have been rerun with it: their first batches, and the figures
+drawn from them, would change.
 
 Batch span
 ----------
@@ -204,6 +215,7 @@ from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.quality.stw_account import SourceTimeAccount
+from spillway.spark.class_control import ClassControl, ClassControlConfig
 from spillway.spark.load_control import LoadControl, LoadControlConfig
 from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset, select_kept_runs
 from spillway.status import IntervalRecord
@@ -363,12 +375,18 @@ class ControllerConfig:
     history : number of interval records kept.
     capacity_reach : a cost-model capacity is at most this many times the largest recent
         batch (module docstring, "Capacity reach"); None: no cap.
+    cold_start_rows : the rows a plan with no measured batch counts as having shown in the
+        reach (module docstring, "Cold start"); None: no cap until every running plan has a
+        measured batch (the prior alone decides the first batches).
     span_limit : a micro-batch spans at most this many intervals when its fixed cost does not
         fit one (:func:`spillway.control.batch_span`; module docstring, "Batch span"); 1 keeps
         one decision per interval.
     load_control : a Pham load manager deciding each interval's drop fraction from the
         statistics measured on Spark (:mod:`spillway.spark.load_control`) instead of the
         overload detector; None (default): the cost-model budget and the detector decide.
+    class_control : priority classes, each with its own load manager and budget
+        (:mod:`spillway.spark.class_control`); not with ``load_control``. None (default): no
+        classes.
     """
 
     trigger_s: float = 1.0
@@ -381,8 +399,10 @@ class ControllerConfig:
     overload: OverloadConfig = field(default_factory=OverloadConfig)
     history: int = 100_000
     capacity_reach: float | None = 2.0
+    cold_start_rows: int | None = None
     span_limit: int = 4
     load_control: LoadControlConfig | None = None
+    class_control: ClassControlConfig | None = None
 
     def __post_init__(self) -> None:
         for name in ("trigger_s", "stw_s"):
@@ -409,12 +429,26 @@ class ControllerConfig:
             isinstance(reach, bool) or not isinstance(reach, int | float) or not reach >= 1
         ):
             raise ConfigError(f"capacity_reach must be a number >= 1 or None, got {reach!r}")
+        cold = self.cold_start_rows
+        if cold is not None and (isinstance(cold, bool) or not isinstance(cold, int) or cold < 1):
+            raise ConfigError(
+                f"cold_start_rows must be an int >= 1 or None, got {cold!r}: the rows a plan's "
+                "first batches may hold before the node has measured one"
+            )
         lim = self.span_limit
         if isinstance(lim, bool) or not isinstance(lim, int) or lim < 1:
             raise ConfigError(f"span_limit must be an int >= 1, got {lim!r}")
         if self.load_control is not None and not isinstance(self.load_control, LoadControlConfig):
             raise ConfigError(
                 f"load_control must be a LoadControlConfig or None, got {self.load_control!r}"
+            )
+        cc = self.class_control
+        if cc is not None and not isinstance(cc, ClassControlConfig):
+            raise ConfigError(f"class_control must be a ClassControlConfig or None, got {cc!r}")
+        if cc is not None and self.load_control is not None:
+            raise ConfigError(
+                "load_control and class_control are both set: one load manager decides the "
+                "node's drop, or one per class; set only one"
             )
 
     @property
@@ -611,6 +645,20 @@ class NodeController:
             else LoadControl(config.load_control, trigger_s=config.trigger_s)
         )
         self._arrival_mid: dict[int, float] = {}
+        #: The classes' load managers (``config.class_control``), or None.
+        self.class_control = None
+        if config.class_control is not None:
+            if policy.needs_groups or policy.needs_stats:
+                raise ConfigError(
+                    f"class_control needs a policy that decides per lane; policy {policy!r} "
+                    "needs groups or statistics: use the dilos or random policy"
+                )
+            self.class_control = ClassControl(
+                config.class_control, trigger_s=config.trigger_s, n_queries=self.n_queries
+            )
+            self._lane_class = self.class_control.query_index[self.lane_query]
+        #: Per plan, per boundary: (each class's mean arrival time, kept rows) of its segment.
+        self._class_mid: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         #: Called with a :class:`~spillway.events.DecisionEvent` after every decision and a
         #: :class:`~spillway.events.BatchEvent` after every measured batch, under the lock
         #: (quick, never calling back); their errors go to :attr:`observer_errors`.
@@ -1028,6 +1076,8 @@ class NodeController:
             self._overload = None
             if sheds_always:
                 ask = capacity if capacity is not None else backlog_cost
+        elif self.class_control is not None:
+            self._overload = None  # the classes' managers decide (below)
         elif self.load_control is not None:
             self._overload = None
             drop = self._load_drop(k, tau, count, t0_us, t1_us, est)
@@ -1043,10 +1093,21 @@ class NodeController:
             elif sheds_always:
                 ask = capacity
         units: _Units | None = None
-        if ask is None:
+        if self.class_control is not None and not (self._admit_all or capacity is None):
+            drops = self._class_drops(k, tau, count, t0_us, t1_us, est)
+            keep = self._class_keep(k, backlog, lo, drops, sheds_always)
+        elif ask is None:
             keep = count.copy()
         else:
             keep, units = self._ask_policy(k, backlog, lo, lo + count, ask)
+        if self.class_control is not None:
+            n_c = self.class_control.config.n_classes
+            arr_c = np.bincount(self._lane_class, weights=count, minlength=n_c)
+            drop_c = np.bincount(self._lane_class, weights=count - keep, minlength=n_c)
+            self.class_control.note(
+                arrived=arr_c.astype(np.int64).tolist(), dropped=drop_c.astype(np.int64).tolist()
+            )
+            self._note_class_rows(k, count, keep, t0_us, t1_us)
         if self.load_control is not None:
             self.load_control.note_dropped(int((count - keep).sum()))
         self._decided = np.maximum(self._decided, arrived_end)
@@ -1185,6 +1246,115 @@ class NodeController:
             queued_load=queued,
         )
         return decision.drop
+
+    def _class_drops(
+        self,
+        k: int,
+        tau: float,
+        count: np.ndarray,
+        t0_us: np.ndarray,
+        t1_us: np.ndarray,
+        est: Mapping[str, CostEstimate],
+    ) -> tuple[float, ...]:
+        """Every class's drop fraction for decision ``k`` (:mod:`spillway.spark.class_control`):
+        per class its arrivals, their load at the plans' fitted costs (a plan's overhead split
+        by the classes' arrivals) and its queued load."""
+        cc = self.class_control
+        assert cc is not None
+        n_c = cc.config.n_classes
+        interval_s = self.config.trigger_s * self._span
+        work = np.zeros(n_c)
+        queued = np.zeros(n_c)
+        for st in self._plans.values():
+            e = est[st.spec.name]
+            ln = st.lanes
+            per_c = np.bincount(self._lane_class[ln], weights=count[ln], minlength=n_c)
+            total = float(per_c.sum())
+            if total > 0:
+                work += e.overhead_s * per_c / total + e.per_tuple_s * per_c
+            for seg in st.pending:
+                queued += e.per_tuple_s * np.bincount(
+                    self._lane_class[ln], weights=seg.keep, minlength=n_c
+                )
+        queued += work
+        arrived = np.bincount(self._lane_class, weights=count, minlength=n_c)
+        d = cc.decide(
+            t=tau,
+            interval_s=interval_s,
+            loads=(work / interval_s).tolist(),
+            arrived=arrived.astype(np.int64).tolist(),
+            queued_loads=queued.tolist(),
+        )
+        return d.drops
+
+    def _class_keep(
+        self,
+        k: int,
+        backlog: Backlog,
+        lo: np.ndarray,
+        drops: Sequence[float],
+        sheds_always: bool,
+    ) -> np.ndarray:
+        """Per-lane keeps: the policy asked once per class, over that class's lanes only, to
+        keep ``(1 − drop)`` of the class's backlog cost."""
+        keep = backlog.count.astype(np.int64).copy()
+        for c, drop in enumerate(drops):
+            if drop <= 0 and not sheds_always:
+                continue
+            mine = self._lane_class == c
+            count_c = np.where(mine, backlog.count, 0)
+            if not count_c.any():
+                continue
+            sub = Backlog(
+                lane_query=backlog.lane_query,
+                lane_source=backlog.lane_source,
+                count=count_c,
+                tuple_sic=backlog.tuple_sic,
+                query_sic=backlog.query_sic,
+                cost=backlog.cost,
+            )
+            kept, _ = self._ask_policy(k, sub, lo, lo + count_c, (1.0 - drop) * sub.total_cost)
+            keep[mine] = kept[mine]
+        return keep
+
+    def _note_class_rows(
+        self, k: int, count: np.ndarray, keep: np.ndarray, t0_us: np.ndarray, t1_us: np.ndarray
+    ) -> None:
+        """Remember, per plan, each class's kept rows of decision ``k`` and their mean arrival
+        time (the midpoint of each query's decided span, weighted by its arrivals)."""
+        cc = self.class_control
+        assert cc is not None
+        n_c = cc.config.n_classes
+        mid_lane = ((t0_us + t1_us) / 2e6)[self.lane_query]
+        for st in self._plans.values():
+            ln = st.lanes
+            cls = self._lane_class[ln]
+            n = np.bincount(cls, weights=count[ln], minlength=n_c)
+            kept = np.bincount(cls, weights=keep[ln], minlength=n_c)
+            if not kept.any():
+                continue
+            at = np.bincount(cls, weights=count[ln] * mid_lane[ln], minlength=n_c)
+            mid = np.divide(at, n, out=np.full(n_c, np.nan), where=n > 0)
+            self._class_mid.setdefault(st.spec.name, {})[k] = (mid, kept)
+
+    def _observe_classes(self, plan: str, boundary: int) -> None:
+        """A batch of ``plan`` ending at ``boundary`` finished: each class's rows of the
+        decisions it held got results now."""
+        cc = self.class_control
+        assert cc is not None
+        pending = self._class_mid.get(plan, {})
+        done = [k for k in pending if k <= boundary]
+        if not done:
+            return
+        now = self.feed_time()
+        for c in range(cc.config.n_classes):
+            rows = sum(float(pending[k][1][c]) for k in done)
+            if rows <= 0:
+                continue
+            mid = sum(float(pending[k][0][c] * pending[k][1][c]) for k in done) / rows
+            cc.observe(c, rows=int(round(rows)), response_s=now - mid, t=now)
+        for k in done:
+            del pending[k]
 
     def _ask_policy(
         self, k: int, backlog: Backlog, lo: np.ndarray, hi: np.ndarray, capacity: float
@@ -1471,12 +1641,16 @@ class NodeController:
 
     def _shown_rows(self, plans: Sequence[str]) -> float | None:
         """Sum over ``plans`` of the largest of each one's last :data:`REACH_BATCHES` measured
-        batches (rows); None while a plan has none."""
+        batches (rows), ``cold_start_rows`` for a plan with none; None when a plan has none and
+        ``cold_start_rows`` is None."""
         total = 0.0
         for name in plans:
             batches = self._plans[name].batches
             if not batches:
-                return None
+                if self.config.cold_start_rows is None:
+                    return None
+                total += self.config.cold_start_rows
+                continue
             n = min(len(batches), REACH_BATCHES)
             total += max(max(batches[-i]["rows"] for i in range(1, n + 1)), 1)
         return total
@@ -1607,6 +1781,8 @@ class NodeController:
                     rows=int(rows),
                     response_s=None if arrived_at is None else self.feed_time() - arrived_at,
                 )
+            if self.class_control is not None and boundary is not None:
+                self._observe_classes(plan, boundary)
             rec = self._intervals.get(boundary) if boundary is not None else None
             if rec is not None:
                 rec.processed += int(rows)

@@ -6,26 +6,92 @@ summed per window and reported with its SIC to the coordinator service
 (:meth:`~spillway.federation.client.CoordinatorClient.report`, Eq. 4 over the STW on the
 service's side); the :class:`~spillway.federation.update.NodeUpdate` that comes back is kept
 in :attr:`ResultReporter.update` for the node's controller to project its shedding over
-(:class:`spillway.quality.LocalProjection`). A batch Spark replays within the process's life
-(same ``batch_id``) is not reported again.
+(:class:`spillway.quality.LocalProjection`). A batch Spark replays (same ``batch_id``) is not
+reported again: within the process's life, and across a restart when the reporter is given a
+``state`` file (e.g. in the query's checkpoint folder), where the last reported batch id and the
+SIC reported so far are replaced atomically (written aside, then renamed) after each report.
 
 Examples
 --------
->>> ResultReporter.__name__
-'ResultReporter'
+>>> import tempfile
+>>> from pathlib import Path
+>>> state = Path(tempfile.mkdtemp()) / "reported.json"
+>>> _ = state.write_text('{"batch": 4, "reported_sic": 0.25}')
+>>> ReportedBatches.load(state)
+ReportedBatches(batch=4, reported_sic=0.25)
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from spillway.errors import ConfigError
+from spillway.errors import ConfigError, InputDataError
 from spillway.federation.client import CoordinatorClient
 from spillway.federation.placement import LinkIn
 from spillway.federation.update import NodeUpdate
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportedBatches:
+    """What a reporter has reported: the last batch id and the SIC so far (a durable record).
+
+    Parameters
+    ----------
+    batch : the last batch id reported (-1: none).
+    reported_sic : the SIC reported so far.
+
+    Raises
+    ------
+    ConfigError
+        ``batch`` below -1 or ``reported_sic`` negative or not finite.
+    """
+
+    batch: int = -1
+    reported_sic: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.batch < -1:
+            raise ConfigError(f"batch must be a batch id >= -1 (-1: none), got {self.batch}")
+        if not (np.isfinite(self.reported_sic) and self.reported_sic >= 0.0):
+            raise ConfigError(f"reported_sic must be a finite SIC >= 0, got {self.reported_sic}")
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> ReportedBatches:
+        """The record in ``path``; none reported when the file does not exist.
+
+        Raises
+        ------
+        InputDataError
+            The file is not a record :meth:`save` wrote (delete it only if the coordinator
+            never received this root's results).
+        """
+        path = Path(path)
+        if not path.exists():
+            return cls()
+        try:
+            data = json.loads(path.read_text())
+            return cls(batch=int(data["batch"]), reported_sic=float(data["reported_sic"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputDataError(
+                f"the reported-batches file {str(path)!r} must hold the JSON object "
+                f'{{"batch": int, "reported_sic": float}} a ResultReporter wrote, got an '
+                f"unreadable record ({exc}); restore it, or delete it only if the coordinator "
+                "never received this root's results"
+            ) from exc
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Replace ``path`` with this record atomically (written aside, then renamed)."""
+        path = Path(path)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps({"batch": self.batch, "reported_sic": self.reported_sic}))
+        os.replace(tmp, path)
 
 
 class ResultReporter:
@@ -36,6 +102,10 @@ class ResultReporter:
     client : the node's :class:`CoordinatorClient`.
     link : the root fragment's input (its ``query_id`` is the query's global index).
     clock : the node's clock (seconds), the results' production time ``t^r_τ``.
+    state : a file keeping the last reported batch id and SIC across a restart
+        (:class:`ReportedBatches`), e.g. in the query's checkpoint folder; None keeps them in
+        memory only (a restarted node would report a replayed batch again). A crash between the
+        coordinator's reply and the file's rename still reports that one batch twice.
 
     Attributes
     ----------
@@ -48,17 +118,26 @@ class ResultReporter:
     ------
     ConfigError
         ``clock`` is not callable.
+    InputDataError
+        ``state`` exists but is not a record a reporter wrote.
     """
 
     def __init__(
-        self, client: CoordinatorClient, link: LinkIn, *, clock: Callable[[], float]
+        self,
+        client: CoordinatorClient,
+        link: LinkIn,
+        *,
+        clock: Callable[[], float],
+        state: str | os.PathLike[str] | None = None,
     ) -> None:
         if not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {clock!r}")
         self.client, self.link, self.clock = client, link, clock
+        self.state = None if state is None else Path(state)
+        done = ReportedBatches() if self.state is None else ReportedBatches.load(self.state)
         self.update: NodeUpdate | None = None
-        self.reported_sic = 0.0
-        self._last_batch = -1
+        self.reported_sic = done.reported_sic
+        self._last_batch = done.batch
 
     def __call__(self, df: Any, batch_id: int) -> None:
         if batch_id <= self._last_batch:
@@ -74,6 +153,9 @@ class ResultReporter:
         )
         self.reported_sic += float(sic.sum())
         self._last_batch = int(batch_id)
+        if self.state is not None:
+            self.state.parent.mkdir(parents=True, exist_ok=True)
+            ReportedBatches(batch=self._last_batch, reported_sic=self.reported_sic).save(self.state)
 
 
-__all__ = ["ResultReporter"]
+__all__ = ["ReportedBatches", "ResultReporter"]

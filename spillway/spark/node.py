@@ -475,6 +475,7 @@ class Node:
             capacity_tuples=cap,
             # calibration measures the capacity with nothing shed: no load manager there
             load_control=None if calibrating else cfg.load_control(),
+            class_control=None if calibrating else cfg.class_control(),
         )
         root = self._checkpoint_root(phase)
         # With a checkpoint directory the run's results are kept beside Spark's offset log, so

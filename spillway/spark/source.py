@@ -1040,7 +1040,12 @@ def read_batches(
             cols["source_id"].append(np.full(n, sid, dtype=np.int32))
             cols["key"].append(np.asarray(r["key"], dtype=np.int64))
             cols["value"].append(np.asarray(r["value"], dtype=np.float64))
-            cols["sic"].append(np.full(n, float(partition.sic[j]), dtype=np.float64))
+            carried = r.get("sic")  # a link lane: each record keeps the SIC it carries
+            cols["sic"].append(
+                np.full(n, float(partition.sic[j]), dtype=np.float64)
+                if carried is None
+                else np.asarray(carried, dtype=np.float64)
+            )
             cols["event_ts"].append(_micros(r["event_ts"], 0))
             cols["arrival_ts"].append(_micros(r["arrival_ts"], 0))
             if r.get("topic") is not None and int(partition.since_us[j]) > 0:

@@ -67,6 +67,7 @@ from __future__ import annotations
 import math
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -216,9 +217,44 @@ def _histograms(states: list[BoardState]) -> Iterator[Metric]:
     yield from (latency, batch)
 
 
-def registry(hub: Hub) -> CollectorRegistry:
+class TimedRegistry(CollectorRegistry):
+    """A registry that adds up the CPU its scrapes take (:attr:`cpu_s`, seconds).
+
+    A scrape's work is the collection and the text formatting, interleaved as
+    ``generate_latest`` iterates :meth:`collect`; the CPU of the scraping thread from the first
+    metric to the last is counted (the HTTP request's parsing and sending are not: they are
+    small beside it). It is what the endpoint costs the driver, measured, not estimated.
+
+    >>> from spillway.telemetry.board import NodeBoard
+    >>> reg = registry(Hub([NodeBoard("n", queries=("q",), stw_s=10.0)]))
+    >>> _ = generate_latest(reg)
+    >>> reg.cpu_s > 0.0
+    True
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._cpu_lock = threading.Lock()
+        self._cpu_s = 0.0
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds taken by every scrape so far."""
+        with self._cpu_lock:
+            return self._cpu_s
+
+    def collect(self) -> Iterator[Metric]:
+        began = time.thread_time()
+        try:
+            yield from super().collect()
+        finally:
+            with self._cpu_lock:
+                self._cpu_s += time.thread_time() - began
+
+
+def registry(hub: Hub) -> TimedRegistry:
     """A registry holding only ``hub``'s metrics (not the process's default collectors)."""
-    reg = CollectorRegistry(auto_describe=False)
+    reg = TimedRegistry(auto_describe=False)
     reg.register(HubCollector(hub))
     return reg
 
@@ -241,8 +277,9 @@ class MetricsServer:
     def __init__(self, hub: Hub, *, host: str = "127.0.0.1", port: int = 0) -> None:
         if not (isinstance(port, int) and 0 <= port <= 65535):
             raise ConfigError(f"--metrics-port must be a port number in [0, 65535], got {port!r}")
+        self._registry = registry(hub)
         try:
-            self._httpd, self._thread = start_http_server(port, addr=host, registry=registry(hub))
+            self._httpd, self._thread = start_http_server(port, addr=host, registry=self._registry)
         except (OSError, socket.gaierror) as e:
             raise ConfigError(
                 f"--metrics-port {port}: cannot listen on {host}:{port} ({e.strerror or e}); "
@@ -255,6 +292,11 @@ class MetricsServer:
     def url(self) -> str:
         """Where the metrics are served."""
         return f"http://{self.host}:{self.port}/metrics"
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the scrapes took so far (:class:`TimedRegistry`)."""
+        return self._registry.cpu_s
 
     def close(self) -> None:
         """Stop serving."""

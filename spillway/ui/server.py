@@ -19,6 +19,8 @@ True
 >>> b'"phase":"starting"' in urlopen(server.url + "api/state", timeout=5).read()
 True
 >>> server.close()
+>>> server.cpu_s > 0.0                       # what serving took, CPU seconds
+True
 """
 
 from __future__ import annotations
@@ -97,8 +99,9 @@ class DashboardServer:
             timeout_graceful_shutdown=2,
         )
         self._server = uvicorn.Server(config)
+        self._cpu_at_end: float | None = None
         self._thread = threading.Thread(
-            target=self._server.run, kwargs={"sockets": [sock]}, name="spillway-ui", daemon=True
+            target=self._serve, args=(sock,), name="spillway-ui", daemon=True
         )
         self._thread.start()
         deadline = time.monotonic() + start_timeout_s
@@ -108,6 +111,24 @@ class DashboardServer:
                 raise RunFailedError(f"the dashboard did not start on {self.url}")
             time.sleep(0.02)
         self._sock = sock
+
+    def _serve(self, sock: socket.socket) -> None:
+        try:
+            self._server.run(sockets=[sock])
+        finally:
+            self._cpu_at_end = time.thread_time()
+
+    @property
+    def cpu_s(self) -> float:
+        """CPU seconds the server's thread took so far: every page, state and event stream it
+        served, the JSON it encoded (its event loop runs in that one thread)."""
+        if self._cpu_at_end is not None:
+            return self._cpu_at_end
+        ident = self._thread.ident
+        try:
+            return time.clock_gettime(time.pthread_getcpuclockid(ident)) if ident else 0.0
+        except (OSError, ProcessLookupError):  # ended between the two reads
+            return self._cpu_at_end or 0.0
 
     @property
     def url(self) -> str:

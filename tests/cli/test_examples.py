@@ -60,3 +60,22 @@ def test_every_example_feed_builds(monkeypatch: pytest.MonkeyPatch) -> None:
         assert feed.n_sources == q.n_sources
         assert int(feed.count(5.0).sum()) > 0, q.name
         assert feed.rejected() == 0
+
+
+CLASSES = Path(str(files("spillway") / "examples" / "classes.toml"))
+
+
+def test_classes_example_runs_three_classes_and_explains_its_keys() -> None:
+    cfg = load_config(CLASSES)
+    cc = cfg.class_control()
+    assert cfg.policy == "dilos" and cc.query_class == (1, 2, 3) and cc.dilos
+    assert cc.weights == (6, 3, 1) and cc.target_intervals == (3.0, 4.0, 5.0)
+    lines = CLASSES.read_text().splitlines()
+    for i, line in enumerate(lines):
+        m = re.match(r"([a-z_]+) = ", line)
+        if m and m.group(1) not in {f.name for f in dataclasses.fields(QuerySpec)}:
+            assert lines[i - 1].startswith("#"), f"node key {m.group(1)} has no comment above it"
+    table = "\n".join(line for line in lines if line.startswith("#   "))
+    used = {m.group(1) for line in lines if (m := re.match(r"([a-z_]+) = ", line))}
+    for key in used & {f.name for f in dataclasses.fields(QuerySpec)}:
+        assert re.search(rf"^#   {key} ", table, re.M), f"query key {key} is not explained"

@@ -229,3 +229,35 @@ def test_groups_and_missing_groups_of_per_group_decisions(tmp_path: Path) -> Non
     )
     plain = json.loads((tmp_path / "summary.json").read_text())["queries"][0]
     assert plain["groups_mean"] is None or math.isnan(plain["groups_mean"])
+
+
+def test_priority_classes_go_into_the_summary_with_a_csv_and_a_headroom_plot(
+    tmp_path: Path,
+) -> None:
+    from spillway.spark.class_control import ClassControl, ClassControlConfig
+
+    cfg = small_config()
+    records, snaps, _ = synthetic_run(cfg, n=3)
+    cc = ClassControl(
+        ClassControlConfig(manager="aurora", query_class=(1, 2, 3)), trigger_s=1.0, n_queries=3
+    )
+    for t in (1.0, 2.0):
+        cc.decide(t=t, interval_s=1.0, loads=[0.2, 0.2, 0.2], arrived=[5, 5, 5],
+                  queued_loads=[0.0] * 3)  # fmt: skip
+    cc.note(arrived=[10, 10, 10], dropped=[0, 2, 5])
+    cc.observe(0, rows=10, response_s=2.0)
+    write_run_report(
+        tmp_path, config=cfg, history=records, snapshot=snaps[-1], duration_s=3,
+        classes=cc.summary(),
+    )  # fmt: skip
+    s = json.loads((tmp_path / "summary.json").read_text())
+    c = s["classes"]["classes"]
+    assert [c[k]["loss"] for k in ("1", "2", "3")] == [0.0, 0.2, 0.5]
+    assert c["1"]["latency_p95_s"] == 2.0 and c["1"]["target_s"] == 3.0
+    assert c["1"]["meets_target"] is True and c["2"]["latency_p95_s"] is None
+    assert [p[0] for p in c["3"]["headroom"]] == [1.0, 2.0]
+    with (tmp_path / "classes.csv").open() as f:
+        assert [r["class"] for r in csv.DictReader(f)] == ["1", "2", "3"]
+    assert (tmp_path / "headroom.png").read_bytes()[:4] == b"\x89PNG"
+    md = (tmp_path / "report.md").read_text()
+    assert "## Priority classes" in md and "](headroom.png)" in md

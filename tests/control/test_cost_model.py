@@ -108,7 +108,30 @@ def test_without_robustness_an_outlier_would_move_it():
     state = run(cfg, initial_state(cfg), *noisy(rng, 100, 0.4, 8e-6))
     before = estimate(state)
     after = estimate(observe(cfg, state, 50_000, 20.0))
-    assert after.duration_s(50_000) > 1.5 * before.duration_s(50_000)
+    # (1.42x here; the unclipped outlier also raises the noise variance, which weighs every
+    # batch in the data, itself included, against the prior)
+    assert after.duration_s(50_000) > 1.3 * before.duration_s(50_000)
+
+
+def test_a_slow_start_is_forgotten_within_its_memory():
+    # Measured on a node (scripts/ui_overhead.py, a run with a browser starting beside the
+    # JVM): 8.1, 3.4, 2.34 and 2.19 s for the first batches of about 600,000 rows, then about
+    # 1 s for 420,000. Weighing each batch by the noise variance of its own time let the
+    # first two real batches (folded in at the small initial variance) outweigh the next
+    # twenty: the model still predicted twice the true duration after 20 batches (2.08x).
+    cfg = CostModelConfig(warmup_batches=2)
+    state = initial_state(cfg)
+    rng = np.random.default_rng(3)
+
+    def true(r: int) -> float:
+        return 0.3 + 1.2e-6 * r
+
+    for d in (8.1, 3.4, 2.34, 2.19):
+        state = observe(cfg, state, 600_000, d)
+    for _ in range(20):  # the forgetting factor 0.95's memory
+        r = int(rng.integers(380_000, 440_000))
+        state = observe(cfg, state, r, true(r) + rng.normal(0, 0.08))
+    assert estimate(state).duration_s(600_000) < 1.3 * true(600_000)
 
 
 def test_zero_row_batches_inform_the_overhead():

@@ -32,6 +32,7 @@ from spillway.experiments import cod_accuracy as ca
 from spillway.experiments import cod_drift as cd
 from spillway.experiments import cod_latency as cl
 from spillway.experiments import cost_quality as cq
+from spillway.experiments import dilos as dl
 from spillway.experiments import federated_fairness as ff
 from spillway.experiments import fragment_mix as fm
 from spillway.experiments import kafka_overload as ko
@@ -232,6 +233,14 @@ ROWS: list[Row] = [
     elsewhere("cod-latency", "latency_below_normal cod_rows_within_20pct_of_uniform", NA,
               "no workload measured", "experiments/test_cod_latency.py::"
               "test_a_missing_mode_fails_and_no_run_is_not_applicable"),
+    # ---------------------------------------- dilos
+    elsewhere("dilos", "higher_class_never_loses_more class3_loss_lower_with_dilos", FAIL,
+              "class 1 loses 0.3 against class 2's 0.1 with DILoS, and class 3 loses 0.3 with "
+              "DILoS against 0.2 with separate managers",
+              "experiments/test_dilos.py::test_report_from_measured_records"),
+    Row("dilos", ("higher_class_lower_latency",), NA,
+        "any run: the classes are lanes of one plan and share micro-batches",
+        lambda: dl.checks(dl.make_config(quick=True), []), why="share micro-batches"),
     # ---------------------------------------- load-managers
     Row("load-managers", ("aloma_violation_le_0.1D", "seamless_violation_le_0.1D"), FAIL,
         "ALoMa and SEaMLeSS 0.5 s over D = 1.5 s on average",
@@ -443,6 +452,7 @@ BY_CONSTRUCTION: dict[str, tuple[str, ...]] = {
                      "tasks_b0.98_missing_groups_cod_keep_one_zero", "packets_abs_diff_le_0.02"),
     "stw-validation": ("longer_stw_closer_to_1",),
     "related-work": ("lp_serves_few_and_starves_the_rest",),
+    "dilos": ("higher_class_lower_latency",),
 }  # fmt: skip
 
 #: Every experiment's and benchmark's checks on a run that measured nothing.
@@ -457,6 +467,7 @@ EMPTY: dict[str, Callable[[], Sequence[Check]]] = {
     "cod-latency": lambda: cl.checks([]),
     "kafka-overload": lambda: ko.checks(ko.make_config(quick=True), {}),
     "load-managers": lambda: lm.checks(lm.make_config(quick=True), []),
+    "dilos": lambda: dl.checks(dl.make_config(quick=True), []),
     "overload": lambda: ov.checks({}),
     "sic-correlation": lambda: scor.checks([], []),
     "single-node-fairness": lambda: nf.checks([], nf.FairnessConfig(capacity_tuples_per_s=None)),

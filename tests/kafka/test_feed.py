@@ -156,3 +156,58 @@ def test_records_carry_every_valid_records_fields(opts, kafka_topics, fmt):
     plain = _feed(**{**o, "value_column": "fare"}).records(0, np.arange(4))
     assert plain["raw"].tolist() == [None, MESSAGES[fmt][1], None, MESSAGES[fmt][3]]
     assert plain["value"].tolist() == [12.5, 0.0, 7.0, 0.0]
+
+
+_LINK_SCHEMA = "query_id bigint, window_start double, sic double"
+
+
+@pytest.mark.parametrize(
+    ("column", "match"),
+    [("weight", "'sic_column' names 'weight', not a field"),
+     ("k", "'sic_column' names 'k' of type string: the SIC a record carries must be a number")],
+)  # fmt: skip
+def test_a_bad_sic_column_is_one_line(opts, column, match):
+    with pytest.raises(ConfigError, match=match):
+        _feed(**opts, sic_column=column)
+
+
+def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics):
+    """An upstream node's shed output (each row with its SIC, written by a LinkWriter) read as
+    a downstream lane that sheds again: the kept rows carry their own SIC, so the lane's SIC is
+    the upstream SIC times the downstream keep ratio (THEMIS Eq. 3 across nodes)."""
+    import pandas as pd
+    import pyarrow as pa
+
+    from spillway.federation.link import LinkWriter
+    from spillway.spark.source import FeedSpec, SpillwayPartition, read_batches
+
+    topic = kafka_topics.new(partitions=2)
+    # Upstream: 40 rows of one window kept out of 100 (keep ratio 0.4), the window's SIC 0.5
+    # over them: evenly in partition 0, unevenly in partition 1 (a row's SIC is what its inputs
+    # carried, Eq. 3).
+    uneven = np.linspace(1.0, 3.0, 40)
+    carried = [np.full(40, 0.5 * 0.4 / 40), uneven * 0.5 * 0.4 / uneven.sum()]
+    for p, sic in enumerate(carried):
+        rows = pd.DataFrame({"query_id": 0, "window_start": 0.0, "sic": sic})
+        with LinkWriter(kafka_topics.conn, topic, fragment=f"q/leaf{p}", partition=p) as w:
+            assert w.write(0, rows)
+            assert not w.write(0, rows)  # a replayed batch: nothing written, no SIC twice
+    feed = _feed(**kafka_topics.conn.spark_options(), subscribe=topic,
+                 startingOffsets="earliest", schema=_LINK_SCHEMA, value_column="sic",
+                 sic_column="sic")  # fmt: skip
+    for p in (0, 1):
+        np.testing.assert_allclose(feed.records(p, np.arange(40))["sic"], carried[p])
+    # Downstream: each lane keeps 10 of its 40 rows (ratio 0.25).
+    part = SpillwayPartition(plan="q", seed=3, epoch_us=0, feeds=(FeedSpec.of(feed).dump(),),
+        query_id=np.array([0, 0], np.int32), source_id=np.array([0, 1], np.int32),
+        feed=np.array([0, 0]), lo=np.array([0, 0]), hi=np.array([40, 40]),
+        keep=np.array([10, 10]), sic=np.array([99.0, 99.0]))  # fmt: skip
+    out = pa.Table.from_batches(list(read_batches(part))).to_pandas()
+    for p in (0, 1):
+        lane = out[out["source_id"] == p]
+        off = lane["offset"].to_numpy()
+        assert off.size == 10 and len(set(off.tolist())) == 10
+        # each kept row: its own SIC, not the lane's per-tuple share
+        np.testing.assert_allclose(lane["sic"].to_numpy(), carried[p][off])
+    # The product rule on the even lane: upstream 0.4 x downstream 0.25 of the window's 0.5.
+    assert out[out["source_id"] == 0]["sic"].sum() == pytest.approx(0.5 * 0.4 * 0.25)

@@ -78,7 +78,11 @@ def test_a_function_sink_is_called_per_batch_run_with_the_batch_id():
 @pytest.mark.parametrize(
     ("spec", "error", "match"),
     [
-        ({"kind": "delta"}, UnknownNameError, "unknown sink kind 'delta'; known: console"),
+        (
+            {"kind": "iceberg"},
+            UnknownNameError,
+            "unknown sink kind 'iceberg'; known: console, delta",
+        ),
         ({"path": "x"}, UnknownNameError, "unknown sink kind None"),
         ({"kind": "parquet", "path": "x", "mode": "append"}, ConfigError, "sink 'parquet'"),
         ({"kind": "kafka"}, ConfigError, "kafka sink needs a 'topic'"),

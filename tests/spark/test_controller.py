@@ -251,7 +251,7 @@ def test_capacity_is_at_most_twice_the_largest_recent_batch():
     # An underloaded node sees batches of one size; a collapsed per-tuple cost would make the
     # cost-model capacity absurd. It is capped at 2x what the plans have shown they process.
     cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-6)
-    c = _controller(cost_model=cm, headroom=1.0)
+    c = _controller(cost_model=cm, headroom=1.0, cold_start_rows=None)
     s = {p: c.initial_offset(p) for p in ("avg", "max")}
     s["avg"] = c.latest_offset("avg", s["avg"])
     assert c.history()[0].capacity_tuples == pytest.approx(0.8 / 1e-6)  # no batch seen yet
@@ -262,13 +262,34 @@ def test_capacity_is_at_most_twice_the_largest_recent_batch():
     c.observe_batch("avg", rows=45, duration_s=0.2)
     c.latest_offset("avg", s["avg"])
     assert c.history()[2].capacity_tuples == pytest.approx(2 * (45 + 12))
-    free = _controller(cost_model=cm, headroom=1.0, capacity_reach=None)
+    free = _controller(cost_model=cm, headroom=1.0, capacity_reach=None, cold_start_rows=None)
     free.observe_batch("avg", rows=30, duration_s=0.2)
     free.observe_batch("max", rows=30, duration_s=0.2)
     free.latest_offset("avg", free.initial_offset("avg"))
     assert free.history()[0].capacity_tuples > 1e5
     with pytest.raises(ConfigError, match="capacity_reach must be a number >= 1 or None"):
         ControllerConfig(capacity_reach=0.5)
+
+
+def test_a_cold_plan_admits_what_its_cold_start_rows_allow_until_its_batches_are_measured():
+    # The prior says 1 µs a tuple (0.8 M tuples fit in the budget); the plans really cost more.
+    # Before any measured batch each plan counts as having shown 20 rows: 2 x (20 + 20) = 80 of
+    # the 100 tuples that arrive per interval are admitted, whatever the prior says.
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-6)
+    c = _controller(cost_model=cm, headroom=1.0, cold_start_rows=20)
+    s = {p: c.initial_offset(p) for p in ("avg", "max")}
+    s["avg"] = c.latest_offset("avg", s["avg"])
+    first = c.history()[0]
+    assert first.capacity_tuples == pytest.approx(80.0) and first.admitted_tuples == 80
+    c.observe_batch("avg", rows=30, duration_s=0.2)  # "max" is still cold: 2 x (30 + 20)
+    s["avg"] = c.latest_offset("avg", s["avg"])
+    assert c.history()[1].capacity_tuples == pytest.approx(100.0)
+    c.observe_batch("max", rows=5, duration_s=0.2)  # both measured: 2 x (30 + 5)
+    c.latest_offset("avg", s["avg"])
+    assert c.history()[2].capacity_tuples == pytest.approx(70.0)
+    for bad in (0, 2.5, True):
+        with pytest.raises(ConfigError, match="cold_start_rows must be an int >= 1 or None"):
+            ControllerConfig(cold_start_rows=bad)
 
 
 class Recorder(RandomShare):

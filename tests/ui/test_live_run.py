@@ -297,6 +297,9 @@ def test_metrics_scraped_during_the_run_end_as_summary_json_says(live_run: LiveR
     assert final[("spillway_jain_index", (node,))] == pytest.approx(snap["jain"], rel=1e-12)
     assert final[("spillway_snapshot_time_seconds", (node,))] == pytest.approx(snap["t"])
     assert final[("spillway_intervals_total", (node,))] == summary["intervals"]
+    # what serving the page and the scrapes took in the driver, measured per server
+    serving = summary["serving_cpu_s"]
+    assert set(serving) == {"dashboard", "metrics"} and all(v > 0 for v in serving.values())
     for q in summary["queries"]:
         per_interval = pd.read_csv(run.out / "queries" / f"{q['name']}.csv")
         arrived = sum(

@@ -1,0 +1,325 @@
+"""Priority classes on a Spark node: a load manager per class, optionally with DILoS.
+
+With the ``dilos`` policy (``NodeConfig.class_control``) every query of the node belongs to a
+priority class (1 = highest; weights 6/3/1 and delay targets ``D`` = 3, 4, 5 trigger intervals by
+default, Pham's QN-A with 300/400/500 ms against a 150 ms cycle). Once per interval the
+controller hands :func:`spillway.control.classes.step` one
+:class:`~spillway.control.load_manager.IntervalStats` per class, measured as
+:mod:`spillway.spark.load_control` measures them for the whole node, restricted to the class's
+lanes (Pham §6.1, Fig. 3):
+
+- ``arrived`` and ``load``: the class's arrivals (feeds' arrival clocks) and the executor time
+  they need at the plan's fitted cost; a plan's fixed overhead is split over the classes in
+  proportion to their arrivals;
+- ``processed`` and ``response_time_s``: the class's admitted rows of the micro-batches that
+  finished, and their mean response time (arrival → result, Pham Def. 3): the feed time the
+  batch finished minus the mean arrival time of the class's rows it held;
+- ``queued_load``: the class's admitted tuples not yet processed plus its arrivals.
+
+Each class's drop fraction becomes the budget of that class's lanes: the policy is asked once
+per class, over that class's backlog only, to keep ``(1 − drop_k)`` of it (the ``dilos`` policy
+keeps a uniformly random subset, Pham §6.1.1). The class shares split the node's capacity
+through the managers: class ``k``'s manager starts from ``share_k · H`` and DILoS's pushes
+(Pham Eq. 6.1) move capacity between them every CRC.
+
+Why class lanes in one plan
+---------------------------
+Every class's lanes run in the node's one Spark plan (one micro-batch per interval). A Spark
+plan is a single job, so the capacity split cannot come from a scheduler inside the batch; it
+comes from each class's admitted work, which its manager keeps within its capacity share. One
+plan keeps one fixed micro-batch overhead per interval (0.3-1 s on ``local[2]``), where one
+streaming query per class in FAIR scheduler pools would pay it three times on two cores. The
+FAIR-pools alternative was not built nor measured. Consequence: the classes share
+micro-batches, so their results come at the same time and a class's latency differs from
+another's only by when its rows arrived; a "higher class has lower latency" comparison is not
+applicable here (:meth:`ClassControl.summary` says so).
+
+Examples
+--------
+>>> cfg = ClassControlConfig(manager="aurora", query_class=(1, 2, 3),
+...                          settings={"capacity": 1.0}, dilos=False)
+>>> cc = ClassControl(cfg, trigger_s=0.5, n_queries=3)
+>>> [round(c, 2) for c in cc.capacities]         # H split 6/3/1
+[0.6, 0.3, 0.1]
+>>> d = cc.decide(t=1.0, interval_s=0.5, loads=[0.3, 0.3, 0.3], arrived=[10, 10, 10],
+...               queued_loads=[0.1, 0.1, 0.1])
+>>> [round(x, 3) for x in d.drops]               # Aurora per class: shed L − H of L
+[0.0, 0.0, 0.667]
+>>> cc.observe(2, rows=10, response_s=1.2)
+>>> cc.note(arrived=[10, 10, 10], dropped=[0, 0, 7])
+>>> cc.summary()["classes"]["3"]["loss"]
+0.7
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from spillway.control import classes
+from spillway.control.dilos import DilosConfig, original_shares
+from spillway.control.load_manager import LoadManagerConfig, check_count, check_number
+from spillway.errors import ConfigError
+from spillway.spark.load_control import LoadControlConfig
+
+#: The capacity (headroom ``H``, in load units) split over the classes when the settings do not
+#: give one: the load managers' default (Pham's ``H0 = 0.8``).
+DEFAULT_CAPACITY = LoadManagerConfig.__dataclass_fields__["capacity"].default
+
+#: Why the latency comparison between classes is not made (module docstring).
+SHARED_BATCHES = (
+    "not applicable: every class runs in the node's one plan, so the classes share "
+    "micro-batches and their results come together"
+)
+
+
+def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
+    """The smallest value whose cumulative weight reaches ``q`` of the total (NaN when empty).
+
+    >>> weighted_quantile([1.0, 3.0, 2.0], [1, 1, 8], 0.95)
+    3.0
+    >>> weighted_quantile([], [], 0.95)
+    nan
+    """
+    if not values:
+        return math.nan
+    v = np.asarray(values, dtype=float)
+    w = np.asarray(weights, dtype=float)
+    order = np.argsort(v, kind="stable")
+    cum = np.cumsum(w[order])
+    i = int(np.searchsorted(cum, q * cum[-1], side="left"))
+    return float(v[order][min(i, len(v) - 1)])
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClassControlConfig:
+    """The node's priority classes and the load manager each one gets.
+
+    Parameters
+    ----------
+    manager : the load manager of every class (aurora, ctrl, seamless, aloma).
+    query_class : each query's class (by query id), 1 = highest, up to ``len(weights)``.
+    weights : each class's priority (ints >= 1), class 1 first (Pham QN-A: 6, 3, 1).
+    target_intervals : each class's delay target ``D``, in trigger intervals (> 0).
+    dilos : whether DILoS redistributes capacity between the classes (Pham §6.1.3); False:
+        the shares stay at the weights' split (Pham's separate per-class managers).
+    crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
+    settings : the manager's own settings; ``capacity`` is the node's headroom ``H``, split
+        over the classes by their weights (default :data:`DEFAULT_CAPACITY`).
+
+    >>> ClassControlConfig(manager="aloma", query_class=(1, 4))
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: query_class[1] must be a class from 1 to 3 (one per weight), got 4
+    """
+
+    manager: str
+    query_class: tuple[int, ...]
+    weights: tuple[int, ...] = (6, 3, 1)
+    target_intervals: tuple[float, ...] = (3.0, 4.0, 5.0)
+    dilos: bool = True
+    crc_cycles: int = 10
+    settings: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for name in ("query_class", "weights", "target_intervals"):
+            object.__setattr__(self, name, tuple(getattr(self, name)))
+        if not self.weights:
+            raise ConfigError("weights must give one priority per class, got none")
+        for i, w in enumerate(self.weights):
+            check_count(f"weights[{i}]", w, low=1)
+        if len(self.target_intervals) != len(self.weights):
+            raise ConfigError(
+                f"target_intervals needs one delay target per class ({len(self.weights)}), "
+                f"got {len(self.target_intervals)}"
+            )
+        if not self.query_class:
+            raise ConfigError("query_class must give every query's class, got none")
+        n = len(self.weights)
+        for i, c in enumerate(self.query_class):
+            if not isinstance(c, int) or isinstance(c, bool) or not 1 <= c <= n:
+                raise ConfigError(
+                    f"query_class[{i}] must be a class from 1 to {n} (one per weight), got {c!r}"
+                )
+        if not isinstance(self.dilos, bool):
+            raise ConfigError(f"dilos must be true or false, got {self.dilos!r}")
+        check_count("crc_cycles", self.crc_cycles, low=1)
+        if not isinstance(self.settings, Mapping):
+            raise ConfigError(
+                f"load manager settings must be a table of settings, got {self.settings!r}"
+            )
+        object.__setattr__(self, "settings", dict(self.settings))
+        self.classes_config(1.0)  # every class's manager must build: fail now
+
+    @property
+    def n_classes(self) -> int:
+        """The number of classes (one per weight)."""
+        return len(self.weights)
+
+    def classes_config(self, trigger_s: float) -> classes.ClassesConfig:
+        """The per-class managers (capacity ``share_k · H``, target ``D_k · trigger_s``) and
+        the class scheduler, for a node whose trigger interval is ``trigger_s``."""
+        h = check_number(
+            "capacity", self.settings.get("capacity", DEFAULT_CAPACITY), low=0, low_ok=False
+        )
+        managers = []
+        for share, d in zip(original_shares(self.weights), self.target_intervals, strict=True):
+            lc = LoadControlConfig(
+                manager=self.manager,
+                target_intervals=d,
+                settings={**self.settings, "capacity": h * share},
+            )
+            managers.append(lc.manager_config(trigger_s))
+        dilos = DilosConfig(priorities=self.weights, crc_cycles=self.crc_cycles)
+        return classes.ClassesConfig(
+            managers=tuple(managers),
+            priorities=self.weights,
+            dilos=dilos if self.dilos else None,
+        )
+
+
+class ClassControl:
+    """The classes' load managers with their state, fed what the node measured (not
+    thread-safe: the controller calls it under its lock)."""
+
+    def __init__(self, config: ClassControlConfig, *, trigger_s: float, n_queries: int) -> None:
+        check_number("trigger_s", trigger_s, low=0, low_ok=False)
+        if n_queries != len(config.query_class):
+            raise ConfigError(
+                f"query_class gives {len(config.query_class)} classes for a node of "
+                f"{n_queries} queries: give one per query"
+            )
+        self.config = config
+        self.trigger_s = float(trigger_s)
+        #: Each query's class index (0 = class 1).
+        self.query_index = np.asarray(config.query_class, dtype=np.int64) - 1
+        self._cfg = config.classes_config(trigger_s)
+        self._state = classes.initial_state(self._cfg)
+        n = config.n_classes
+        self._rows = [0] * n
+        self._timed = [0] * n
+        self._weighted = [0.0] * n
+        self._dropped_iv = [0] * n
+        self.arrived = [0] * n
+        self.dropped = [0] * n
+        #: Per class, (feed time, response time, rows) of every measured batch.
+        self.responses: list[list[tuple[float, float, int]]] = [[] for _ in range(n)]
+        self.records: list[dict[str, Any]] = []
+
+    @property
+    def capacities(self) -> list[float]:
+        """Every class manager's current capacity (headroom) estimate, in load units."""
+        lms = [classes._manager(m) for m in self._cfg.managers]
+        return [float(lm.capacity_of(s)) for lm, s in zip(lms, self._state.managers, strict=True)]
+
+    def observe(self, c: int, *, rows: int, response_s: float | None, t: float = math.nan) -> None:
+        """``rows`` admitted rows of class index ``c`` got results at feed time ``t``,
+        ``response_s`` after their mean arrival (None: not known; the rows still count as
+        processed)."""
+        if rows <= 0:
+            return
+        self._rows[c] += int(rows)
+        if response_s is not None and math.isfinite(response_s):
+            r = max(float(response_s), 0.0)
+            self._timed[c] += int(rows)
+            self._weighted[c] += int(rows) * r
+            self.responses[c].append((float(t), r, int(rows)))
+
+    def note(self, *, arrived: Sequence[int], dropped: Sequence[int]) -> None:
+        """A decision covered ``arrived`` tuples per class and shed ``dropped`` of them."""
+        for c, (a, d) in enumerate(zip(arrived, dropped, strict=True)):
+            self.arrived[c] += int(a)
+            self.dropped[c] += int(d)
+            self._dropped_iv[c] += int(d)
+
+    def decide(
+        self,
+        *,
+        t: float,
+        interval_s: float,
+        loads: Sequence[float],
+        arrived: Sequence[int],
+        queued_loads: Sequence[float],
+    ) -> classes.ClassesDecision:
+        """Step every class's manager (and DILoS) with the interval that ended at feed time
+        ``t``; the measured batches since the last decision are consumed."""
+        stats = []
+        rts: list[float | None] = []
+        for c in range(self.config.n_classes):
+            rt = self._weighted[c] / self._timed[c] if self._timed[c] else None
+            rts.append(rt)
+            stats.append(
+                classes.IntervalStats(
+                    interval_s=interval_s,
+                    load=max(float(loads[c]), 0.0),
+                    arrived=int(arrived[c]),
+                    dropped=self._dropped_iv[c],
+                    processed=self._rows[c],
+                    outputs=self._rows[c],
+                    queued_load=max(float(queued_loads[c]), 0.0),
+                    response_time_s=rt,
+                )
+            )
+        self._state, d = classes.step(self._cfg, self._state, stats)
+        for c, s in enumerate(stats):
+            self.records.append(
+                {
+                    "t": t,
+                    "class": c + 1,
+                    "load": s.load,
+                    "arrived": s.arrived,
+                    "dropped": s.dropped,
+                    "processed": s.processed,
+                    "response_time_s": rts[c],
+                    "drop": d.drops[c],
+                    "share": d.shares[c],
+                    "capacity": d.capacities[c],
+                    "redistributed": d.redistributed,
+                }
+            )
+        n = self.config.n_classes
+        self._rows, self._timed, self._weighted = [0] * n, [0] * n, [0.0] * n
+        self._dropped_iv = [0] * n
+        return d
+
+    def summary(self, steady_s: float = 0.0) -> dict[str, Any]:
+        """Per class: weight, ``D``, loss, row-weighted p95 and mean response time (each
+        batch's rows counted at their mean response) of the batches that finished
+        ``steady_s`` or more after the first decision (all of them when none did), whether
+        p95 <= D, and the manager's headroom over time; plus the latency comparison's
+        verdict."""
+        t0 = self.records[0]["t"] if self.records else 0.0
+        out: dict[str, Any] = {}
+        for c in range(self.config.n_classes):
+            every = self.responses[c]
+            resp = [x for x in every if x[0] - t0 >= steady_s] or every
+            vals, rows = [r for _, r, _ in resp], [n for _, _, n in resp]
+            p95 = weighted_quantile(vals, rows, 0.95)
+            mean = float(np.average(vals, weights=rows)) if resp else math.nan
+            d_s = self.config.target_intervals[c] * self.trigger_s
+            recs = [r for r in self.records if r["class"] == c + 1]
+            out[str(c + 1)] = {
+                "weight": self.config.weights[c],
+                "target_intervals": self.config.target_intervals[c],
+                "target_s": d_s,
+                "arrived": self.arrived[c],
+                "dropped": self.dropped[c],
+                "loss": self.dropped[c] / self.arrived[c] if self.arrived[c] else math.nan,
+                "latency_p95_s": p95,
+                "latency_mean_s": mean,
+                "meets_target": None if math.isnan(p95) else bool(p95 <= d_s),
+                "headroom": [[r["t"], r["capacity"]] for r in recs],
+                "share": [[r["t"], r["share"]] for r in recs],
+            }
+        return {
+            "manager": self.config.manager,
+            "dilos": self.config.dilos,
+            "trigger_s": self.trigger_s,
+            "classes": out,
+            "latency_order": SHARED_BATCHES,
+            "latency_after_s": steady_s,
+        }

@@ -1,0 +1,138 @@
+"""Priority classes on a node: a load manager per class deciding its lanes' budget (no JVM)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spillway.errors import ConfigError
+from spillway.policies import make_policy
+from spillway.spark.class_control import ClassControl, ClassControlConfig
+from spillway.spark.controller import ControllerConfig, NodeController
+from spillway.spark.load_control import LoadControlConfig
+from tests.spark.test_controller import _plans
+
+
+def _controller(manager="aurora", query_class=(1, 2, 3), policy="random", **settings):
+    cc = ClassControlConfig(
+        manager=manager, query_class=query_class, settings=settings, dilos=False
+    )
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, class_control=cc)
+    return NodeController(cfg, _plans(), make_policy(policy, seed=1), epoch_s=100.0)
+
+
+def test_config_errors_name_the_setting():
+    with pytest.raises(ConfigError, match="weights must give one priority per class"):
+        ClassControlConfig(manager="aloma", query_class=(1,), weights=())
+    with pytest.raises(ConfigError, match=r"weights\[1\] must be an int >= 1, got 0"):
+        ClassControlConfig(
+            manager="aloma", query_class=(1,), weights=(2, 0), target_intervals=(3, 4)
+        )
+    with pytest.raises(ConfigError, match="target_intervals needs one delay target per class"):
+        ClassControlConfig(manager="aloma", query_class=(1,), target_intervals=(3,))
+    with pytest.raises(ConfigError, match="query_class must give every query's class"):
+        ClassControlConfig(manager="aloma", query_class=())
+    with pytest.raises(ConfigError, match=r"query_class\[0\] must be a class from 1 to 3"):
+        ClassControlConfig(manager="aloma", query_class=(0,))
+    with pytest.raises(ConfigError, match="dilos must be true or false"):
+        ClassControlConfig(manager="aloma", query_class=(1,), dilos="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="crc_cycles must be an int >= 1"):
+        ClassControlConfig(manager="aloma", query_class=(1,), crc_cycles=0)
+    with pytest.raises(ConfigError, match="settings must be a table of settings"):
+        ClassControlConfig(manager="aloma", query_class=(1,), settings=[1])  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="capacity must be a finite number > 0"):
+        ClassControlConfig(manager="aloma", query_class=(1,), settings={"capacity": 0})
+    with pytest.raises(ConfigError, match="target_intervals must be a finite number > 0"):
+        ClassControlConfig(manager="aloma", query_class=(1,), target_intervals=(3, 0, 5))
+    with pytest.raises(ConfigError, match="query_class gives 1 classes for a node of 3 queries"):
+        ClassControl(
+            ClassControlConfig(manager="aloma", query_class=(1,)), trigger_s=1.0, n_queries=3
+        )
+    with pytest.raises(ConfigError, match="class_control must be a ClassControlConfig or None"):
+        ControllerConfig(class_control="dilos")  # type: ignore[arg-type]
+    cc = ClassControlConfig(manager="aloma", query_class=(1, 2, 3))
+    with pytest.raises(ConfigError, match="load_control and class_control are both set"):
+        ControllerConfig(class_control=cc, load_control=LoadControlConfig(manager="aloma"))
+    with pytest.raises(ConfigError, match="class_control needs a policy that decides per lane"):
+        NodeController(ControllerConfig(class_control=cc), _plans(), make_policy("cod"))
+
+
+def test_each_class_manager_gets_its_share_and_target():
+    cfg = ClassControlConfig(manager="seamless", query_class=(1, 3), settings={"capacity": 1.0})
+    managers = cfg.classes_config(0.5).managers
+    assert [m.capacity for m in managers] == pytest.approx([0.6, 0.3, 0.1])
+    assert [m.target_s for m in managers] == [1.5, 2.0, 2.5]
+    assert cfg.classes_config(0.5).dilos is not None
+    assert (
+        ClassControlConfig(manager="aurora", query_class=(1,), dilos=False)
+        .classes_config(1.0)
+        .dilos
+        is None
+    )
+
+
+def test_each_class_sheds_only_its_own_lanes_by_its_own_drop():
+    # Aurora, H = 1.0 split 0.6/0.3/0.1: class 3's query sheds most; class 1 sheds least.
+    c = _controller(capacity=0.2)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    recs = {r["class"]: r for r in c.class_control.records}
+    h = c.history()[-1]
+    for q, cls in (("qa", 1), ("qb", 2), ("qc", 3)):
+        kept = h.query_admitted[q] / h.query_arrived[q]
+        assert kept == pytest.approx(1 - recs[cls]["drop"], abs=0.05), q
+    assert recs[1]["drop"] <= recs[2]["drop"] <= recs[3]["drop"]
+    assert recs[3]["drop"] > 0
+    cc = c.class_control
+    assert sum(cc.dropped) == h.arrived_tuples - h.admitted_tuples
+    assert cc.arrived == [h.query_arrived["qa"], h.query_arrived["qb"], h.query_arrived["qc"]]
+
+
+def test_measured_batches_give_each_class_its_response_time():
+    c = _controller(capacity=50.0)  # nothing shed
+    start = c.initial_offset("avg")
+    off = c.latest_offset("avg", start)  # boundary 1: rows of [0, 1) s, mean arrival 0.5 s
+    c.observe_batch("avg", rows=60, duration_s=0.2, end_offset=off, start_offset=start)
+    cc = c.class_control
+    ((t1, r1, n1),) = cc.responses[0]
+    ((_, r2, n2),) = cc.responses[1]
+    assert t1 == pytest.approx(1.0)
+    assert (r1, r2) == (pytest.approx(0.5), pytest.approx(0.5))  # finished at feed time 1 s
+    assert n1 + n2 == c.history()[-1].query_admitted["qa"] + c.history()[-1].query_admitted["qb"]
+    assert cc.responses[2] == []  # class 3 runs in plan "max", whose batch is not done yet
+    c.decide(2)
+    assert [r["processed"] for r in cc.records[-3:]] == [n1, n2, 0]
+    s = cc.summary()
+    assert s["classes"]["1"]["latency_p95_s"] == pytest.approx(0.5)
+    assert s["classes"]["1"]["meets_target"] is True
+    assert np.isnan(s["classes"]["3"]["latency_p95_s"])
+    assert s["classes"]["3"]["meets_target"] is None
+    assert s["latency_order"].startswith("not applicable")
+    assert len(s["classes"]["2"]["headroom"]) == 2
+    assert cc.summary(steady_s=5.0)["classes"]["1"]["latency_p95_s"] == pytest.approx(0.5)
+    cc.observe(0, rows=10, response_s=9.0, t=7.0)  # 6 s after the first decision (t = 1 s)
+    assert cc.summary(steady_s=5.0)["classes"]["1"]["latency_p95_s"] == pytest.approx(9.0)
+    assert cc.summary()["classes"]["1"]["latency_p95_s"] == pytest.approx(9.0)
+
+
+def test_dilos_lends_class_one_s_unused_capacity_to_class_three():
+    # class 1 (qa) is light, class 3 (qb, qc) heavy: with DILoS class 3's capacity grows.
+    def run(dilos: bool) -> list[float]:
+        cc = ClassControlConfig(
+            manager="aurora",
+            query_class=(1, 3, 3),
+            dilos=dilos,
+            crc_cycles=1,
+            settings={"capacity": 0.3},
+        )
+        cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, class_control=cc)
+        c = NodeController(
+            cfg, _plans(rate_a=4.0, rate_b=200.0), make_policy("random"), epoch_s=100.0
+        )
+        for k in range(1, 4):
+            c.decide(k)
+        return c.class_control.capacities
+
+    with_dilos, without = run(True), run(False)
+    assert without == pytest.approx([0.18, 0.09, 0.03])
+    assert with_dilos[2] > without[2]
+    assert sum(with_dilos) == pytest.approx(sum(without))
