@@ -1094,7 +1094,7 @@ class NodeController:
                 ask = capacity
         units: _Units | None = None
         if self.class_control is not None and not (self._admit_all or capacity is None):
-            drops = self._class_drops(k, tau, count, t0_us, t1_us, est)
+            drops = self._class_drops(tau, count, est)
             keep = self._class_keep(k, backlog, lo, drops, sheds_always)
         elif ask is None:
             keep = count.copy()
@@ -1223,16 +1223,9 @@ class NodeController:
         lc = self.load_control
         assert lc is not None
         interval_s = self.config.trigger_s * self._span
-        per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
-        work = 0.0
-        for i, name in enumerate(self._plan_names):
-            if per_plan[i] > 0:
-                work += est[name].overhead_s + est[name].per_tuple_s * float(per_plan[i])
-        queued = 0.0
-        for st in self._plans.values():
-            per_tuple = est[st.spec.name].per_tuple_s
-            queued += per_tuple * float(sum(int(seg.keep.sum()) for seg in st.pending))
-        queued += work
+        one = np.zeros(len(self.lane_query), dtype=np.int64)
+        w, q = self._work_and_queued(one, 1, count, est)
+        work, queued = float(w[0]), float(q[0])
         total = float(count.sum())
         if total > 0:
             q_n = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
@@ -1247,36 +1240,43 @@ class NodeController:
         )
         return decision.drop
 
-    def _class_drops(
+    def _work_and_queued(
         self,
-        k: int,
-        tau: float,
+        lane_group: np.ndarray,
+        n_groups: int,
         count: np.ndarray,
-        t0_us: np.ndarray,
-        t1_us: np.ndarray,
         est: Mapping[str, CostEstimate],
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per group of lanes (``lane_group``: each lane's group, ``n_groups`` of them): the
+        executor time ``count`` arrivals need at the plans' fitted costs ``est`` (a plan's
+        overhead split over the groups by their arrivals), and that plus the time of the
+        admitted tuples not yet processed (the queued load). One group: the whole node."""
+        work = np.zeros(n_groups)
+        queued = np.zeros(n_groups)
+        for st in self._plans.values():
+            e = est[st.spec.name]
+            ln = st.lanes
+            per_g = np.bincount(lane_group[ln], weights=count[ln], minlength=n_groups)
+            total = float(per_g.sum())
+            if total > 0:
+                work += e.overhead_s * per_g / total + e.per_tuple_s * per_g
+            for seg in st.pending:
+                queued += e.per_tuple_s * np.bincount(
+                    lane_group[ln], weights=seg.keep, minlength=n_groups
+                )
+        return work, queued + work
+
+    def _class_drops(
+        self, tau: float, count: np.ndarray, est: Mapping[str, CostEstimate]
     ) -> tuple[float, ...]:
-        """Every class's drop fraction for decision ``k`` (:mod:`spillway.spark.class_control`):
+        """Every class's drop fraction at feed time ``tau`` (:mod:`spillway.spark.class_control`):
         per class its arrivals, their load at the plans' fitted costs (a plan's overhead split
-        by the classes' arrivals) and its queued load."""
+        by the classes' arrivals) and its queued load (:meth:`_work_and_queued`)."""
         cc = self.class_control
         assert cc is not None
         n_c = cc.config.n_classes
         interval_s = self.config.trigger_s * self._span
-        work = np.zeros(n_c)
-        queued = np.zeros(n_c)
-        for st in self._plans.values():
-            e = est[st.spec.name]
-            ln = st.lanes
-            per_c = np.bincount(self._lane_class[ln], weights=count[ln], minlength=n_c)
-            total = float(per_c.sum())
-            if total > 0:
-                work += e.overhead_s * per_c / total + e.per_tuple_s * per_c
-            for seg in st.pending:
-                queued += e.per_tuple_s * np.bincount(
-                    self._lane_class[ln], weights=seg.keep, minlength=n_c
-                )
-        queued += work
+        work, queued = self._work_and_queued(self._lane_class, n_c, count, est)
         arrived = np.bincount(self._lane_class, weights=count, minlength=n_c)
         d = cc.decide(
             t=tau,
