@@ -105,6 +105,25 @@ model learns from batches like the ones that follow. It is off by default (None)
 experiments and the main job have been rerun with it: their first batches, and the figures
 drawn from them, would change.
 
+Bounded group reads
+-------------------
+A per-group decision (CoD) needs every waiting tuple's group key, and deriving a generated
+tuple's key costs about what generating it does (45-86 ns a tuple on the taxi and tasks feeds,
+``scripts/bench_cod_keep.py``). Under overload every arrived tuple paid it twice (a sample on
+the driver, all of them on the executors), so at 10x the key scan ate the batch's budget. So,
+under overload and unless the policy ``sheds_always``, the decision reads at most
+``group_read`` (default 2) times the capacity in tuples: each generated lane's share (in
+proportion to its backlog) is a systematic sample of :data:`~spillway.spark.source.READ_RUNS`
+contiguous runs of its waiting range (:func:`~spillway.spark.source.read_index`, keyed by the
+lane, so driver, executors and replays pick the same tuples). The policy decides on the exact
+group counts of that sample (CoD's concept of the window is then estimated from a uniform
+sample of it, CoD §V), the offset carries the sample's size per lane and range
+(:attr:`~spillway.spark.source.PlanOffset.read`), executors derive the keys of the sample only
+and keep within it, and every other tuple is shed unread, as a log lane's tuples already are.
+A group with no tuple in the sample is not seen at all (CoD's missing groups count only the
+groups seen). Logs are left out (their records are fetched to be scanned; their groups are
+counted from :data:`LOG_GROUP_SAMPLE` records as before).
+
 Batch span
 ----------
 A micro-batch costs a fixed overhead whatever it holds (0.3-1 s on ``local[2]``). When the
@@ -217,7 +236,14 @@ from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.quality.stw_account import SourceTimeAccount
 from spillway.spark.class_control import ClassControl, ClassControlConfig
 from spillway.spark.load_control import LoadControl, LoadControlConfig
-from spillway.spark.source import FeedSpec, PlanDescription, PlanOffset, select_kept_runs
+from spillway.spark.source import (
+    FeedSpec,
+    PlanDescription,
+    PlanOffset,
+    lane_key,
+    read_index,
+    select_kept_runs,
+)
 from spillway.status import IntervalRecord
 
 CLOCKS = ("wall", "logical")
@@ -387,6 +413,12 @@ class ControllerConfig:
     class_control : priority classes, each with its own load manager and budget
         (:mod:`spillway.spark.class_control`); not with ``load_control``. None (default): no
         classes.
+    group_read : a per-group decision (``Policy.needs_groups``) under overload reads at most
+        this many times the capacity in tuples of a generated lane's waiting tuples, spread
+        over the lanes by their backlog (module docstring, "Bounded group reads"); the rest
+        is shed unread. None: every waiting tuple's group key is derived, on the driver (a
+        sample) and on the executors (all of them). Not applied to logs, nor to a policy that
+        ``sheds_always`` (a shed fraction the user fixed).
     """
 
     trigger_s: float = 1.0
@@ -403,6 +435,7 @@ class ControllerConfig:
     span_limit: int = 4
     load_control: LoadControlConfig | None = None
     class_control: ClassControlConfig | None = None
+    group_read: float | None = 2.0
 
     def __post_init__(self) -> None:
         for name in ("trigger_s", "stw_s"):
@@ -445,6 +478,14 @@ class ControllerConfig:
         cc = self.class_control
         if cc is not None and not isinstance(cc, ClassControlConfig):
             raise ConfigError(f"class_control must be a ClassControlConfig or None, got {cc!r}")
+        gr = self.group_read
+        if gr is not None and (
+            isinstance(gr, bool) or not isinstance(gr, int | float) or not gr >= 1
+        ):
+            raise ConfigError(
+                f"group_read must be a number >= 1 or None, got {gr!r}: how many times the "
+                "capacity a per-group decision reads of the waiting tuples"
+            )
         if cc is not None and self.load_control is not None:
             raise ConfigError(
                 "load_control and class_control are both set: one load manager decides the "
@@ -469,6 +510,8 @@ class _Segment:
     # per-group decision covered; lanes absent were kept whole or decided per lane.
     groups: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(default_factory=dict)
     cut: np.ndarray | None = None  # per plan lane: its query's decided-through time (µs)
+    # per plan lane: the tuples of [start, end) a bounded group read looked at (None: all)
+    read: np.ndarray | None = None
 
 
 @dataclass
@@ -481,6 +524,7 @@ class _Units:
     stats: dict[str, np.ndarray]
     grouped: bool
     keep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # the decision
+    read: np.ndarray | None = None  # per node lane: the tuples read (bounded read), or None
 
 
 @dataclass
@@ -732,6 +776,17 @@ class NodeController:
         self.lane_plan = np.array(lane_plan, dtype=np.int64)
         self._plan_names = [p.name for p in plans]
         self._lane_plan_names = [self._plan_names[i] for i in lane_plan]
+        #: Every lane's key (:func:`~spillway.spark.source.lane_key`): a bounded group read
+        #: picks its tuples from it, on the driver as on the executors.
+        self._read_keys = [
+            lane_key(self.config.seed, self._plan_names[p], q, s)
+            for p, q, s in zip(lane_plan, lane_query, lane_source, strict=True)
+        ]
+        #: Lanes a bounded group read may cover: generated ones (a log's records are fetched
+        #: to be scanned; its groups are counted from a small sample instead).
+        self._readable = np.array(
+            [not getattr(self._queries[q].feed, "log", False) for q in lane_query], dtype=bool
+        )
         self.lane_n_sources = np.array(
             [self._queries[q].feed.n_sources for q in lane_query], dtype=np.int64
         )
@@ -1099,7 +1154,8 @@ class NodeController:
         elif ask is None:
             keep = count.copy()
         else:
-            keep, units = self._ask_policy(k, backlog, lo, lo + count, ask)
+            read = self._group_read(count, cap_tuples, sheds_always)
+            keep, units = self._ask_policy(k, backlog, lo, lo + count, ask, read=read)
         if self.class_control is not None:
             n_c = self.class_control.config.n_classes
             arr_c = np.bincount(self._lane_class, weights=count, minlength=n_c)
@@ -1144,6 +1200,11 @@ class NodeController:
                     sic=sic[ln].copy(),
                     groups=seg_groups,
                     cut=t1_us[self.lane_query[ln]].copy(),
+                    read=(
+                        units.read[ln].copy()
+                        if units is not None and units.read is not None
+                        else None
+                    ),
                 )
             )
         adm = Admission(keep=keep)
@@ -1356,14 +1417,60 @@ class NodeController:
         for k in done:
             del pending[k]
 
+    def _group_read(
+        self, count: np.ndarray, cap_tuples: float, sheds_always: bool
+    ) -> np.ndarray | None:
+        """Per lane, the tuples a per-group decision reads (module docstring, "Bounded group
+        reads"), or None when it reads them all.
+
+        ``group_read · cap_tuples`` tuples in all, shared over the readable lanes in proportion
+        to their backlog (at least one tuple of a lane with any), when their backlog is larger.
+
+        >>> from spillway.testing import ListFeed
+        >>> from spillway.policies import make_policy
+        >>> feed = ListFeed(times=[[0.1] * 4, [0.2] * 6], values=[[1.0] * 4, [2.0] * 6])
+        >>> plan = PlanSpec(name="g", kind="group_avg", window_s=1.0,
+        ...                 queries=(PlanQuery(query_id=0, name="q", feed=feed),))
+        >>> c = NodeController(ControllerConfig(clock="logical"), [plan], make_policy("cod"),
+        ...                    epoch_s=0.0)
+        >>> c._group_read(np.array([3000, 1000]), 200.0, False).tolist()
+        [300, 100]
+        >>> c._group_read(np.array([300, 100]), 200.0, False) is None
+        True
+        """
+        factor = self.config.group_read
+        if (
+            factor is None
+            or sheds_always
+            or not self.policy.needs_groups
+            or not math.isfinite(cap_tuples)
+        ):
+            return None
+        bound = factor * max(cap_tuples, 0.0)
+        n = np.where(self._readable, count, 0)
+        total = float(n.sum())
+        if total <= bound:
+            return None
+        share = np.ceil(n * (bound / total)).astype(np.int64)
+        share = np.minimum(np.maximum(share, (n > 0).astype(np.int64)), n)
+        return np.where(self._readable, share, count)
+
     def _ask_policy(
-        self, k: int, backlog: Backlog, lo: np.ndarray, hi: np.ndarray, capacity: float
+        self,
+        k: int,
+        backlog: Backlog,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        capacity: float,
+        *,
+        read: np.ndarray | None = None,
     ) -> tuple[np.ndarray, _Units | None]:
         """The policy's per-lane keep counts for ``backlog`` (tuples ``[lo, hi)`` per lane).
 
         A policy that needs groups or statistics gets the backlog split into units
         (:meth:`_units`); its keep counts per unit are summed back per lane and also returned
-        in the units (``keep``), for the segments.
+        in the units (``keep``), for the segments. With ``read`` (a bounded group read: per
+        lane the tuples looked at), the units count only those tuples, exactly.
         """
         pol = self.policy
         rng = np.random.default_rng(np.random.SeedSequence([self.config.seed, k]))
@@ -1373,7 +1480,7 @@ class NodeController:
         units: _Units | None = None
         asked = backlog
         if pol.needs_groups or pol.needs_stats:
-            units = self._units(lo, hi, groups=pol.needs_groups, stats=pol.needs_stats)
+            units = self._units(lo, hi, groups=pol.needs_groups, stats=pol.needs_stats, read=read)
             u = units.lane
             asked = Backlog(
                 lane_query=backlog.lane_query[u],
@@ -1395,7 +1502,15 @@ class NodeController:
         lane_keep = np.bincount(units.lane, weights=keep, minlength=backlog.n_lanes)
         return np.rint(lane_keep).astype(np.int64), units
 
-    def _units(self, lo: np.ndarray, hi: np.ndarray, *, groups: bool, stats: bool) -> _Units:
+    def _units(
+        self,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        *,
+        groups: bool,
+        stats: bool,
+        read: np.ndarray | None = None,
+    ) -> _Units:
         """Split every lane's waiting tuples ``[lo, hi)`` by group key (one unit per distinct
         key, counted by :func:`_group_counts` after one vectorised key scan; an empty lane keeps one unit of count
         0, so every (query, source) stays visible, e.g. to a join's stream count) and/or
@@ -1409,7 +1524,12 @@ class NodeController:
                 continue
             feed = self._queries[int(self.lane_query[lane])].feed
             src = int(self.lane_source[lane])
-            idx = self._scan_index(lane, a, b)
+            bounded = read is not None and int(read[lane]) < b - a
+            idx = (
+                read_index(((a, b, int(read[lane])),), self._read_keys[lane])
+                if bounded and read is not None
+                else self._scan_index(lane, a, b)
+            )
             values = None
             if stats:
                 payload = feed.payload(src, idx)
@@ -1427,7 +1547,7 @@ class NodeController:
                 mean = np.bincount(inv, weights=values, minlength=uniq.size) / cnt
                 dev = values - mean[inv]
                 var = np.bincount(inv, weights=dev * dev, minlength=uniq.size) / cnt
-            if idx.size < b - a:  # a sample of the lane: its counts scaled to the lane
+            if idx.size < b - a and not bounded:  # a sample: its counts scaled to the lane
                 cnt = scaled_counts(cnt, b - a)
             parts.append((lane, uniq, cnt.astype(np.int64), mean, var))
         lane_arr = np.concatenate([np.full(p[1].size, p[0], np.int64) for p in parts])
@@ -1444,6 +1564,7 @@ class NodeController:
                 if stats
                 else {}
             ),
+            read=read,
         )
 
     def _push_slides(self, k: int) -> None:
@@ -1671,7 +1792,27 @@ class NodeController:
             sic=tuple(sic.tolist()),
             groups=self._merge_groups(st, segs),
             cut=tuple(last.cut.tolist()) if last.cut is not None else (),
+            read=self._merge_reads(segs),
         )
+
+    @staticmethod
+    def _merge_reads(segs: Sequence[_Segment]) -> dict[int, tuple[tuple[int, int, int], ...]]:
+        """Per plan lane a bounded group read covered in part, one ``(lo, hi, m)`` per
+        segment with tuples (``m`` = all of them where that segment read the whole range)."""
+        out: dict[int, tuple[tuple[int, int, int], ...]] = {}
+        n_lanes = len(segs[-1].end)
+        for j in range(n_lanes):
+            if not any(
+                g.read is not None and int(g.read[j]) < int(g.end[j] - g.start[j]) for g in segs
+            ):
+                continue
+            out[j] = tuple(
+                (int(g.start[j]), int(g.end[j]),
+                 int(g.read[j]) if g.read is not None else int(g.end[j] - g.start[j]))
+                for g in segs
+                if g.end[j] > g.start[j]
+            )  # fmt: skip
+        return out
 
     def _merge_groups(
         self, st: _PlanState, segs: Sequence[_Segment]

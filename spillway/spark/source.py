@@ -245,6 +245,49 @@ def _group_map(
     return dict(sorted(out.items()))
 
 
+def _read_map(
+    read: Any, end: tuple[int, ...], keep: tuple[int, ...]
+) -> dict[int, tuple[tuple[int, int, int], ...]]:
+    """Validate and normalise an offset's ``read`` (lanes ascending; triples as given)."""
+    if not isinstance(read, Mapping):
+        raise InputDataError(
+            "offset field 'read' must map lane indices to lists of [lo, hi, m], got "
+            f"{type(read).__name__}"
+        )
+    out: dict[int, tuple[tuple[int, int, int], ...]] = {}
+    for raw, entry in read.items():
+        try:
+            lane = int(raw)
+            triples = tuple((int(t[0]), int(t[1]), int(t[2])) for t in entry)
+            if any(len(t) != 3 for t in entry):
+                raise TypeError
+        except (TypeError, ValueError, IndexError):
+            raise InputDataError(
+                f"offset field 'read' lane {raw!r}: needs a lane index and a list of "
+                "[lo, hi, m] triples of ints"
+            ) from None
+        if not 0 <= lane < len(end) or not triples:
+            raise InputDataError(
+                f"offset field 'read': lane {lane} must be in 0..{len(end) - 1} with at least "
+                "one [lo, hi, m] triple"
+            )
+        prev = 0
+        for lo, hi, m in triples:
+            if not (prev <= lo <= hi <= end[lane] and 0 <= m <= hi - lo):
+                raise InputDataError(
+                    f"offset field 'read' lane {lane}: [{lo}, {hi}, {m}] needs ranges ascending, "
+                    f"disjoint, ending by the lane's end {end[lane]}, and 0 <= m <= hi - lo"
+                )
+            prev = hi
+        if keep[lane] > sum(t[2] for t in triples):
+            raise InputDataError(
+                f"offset field 'read' lane {lane}: keeps {keep[lane]} tuples, more than the "
+                f"{sum(t[2] for t in triples)} it reads"
+            )
+        out[lane] = triples
+    return dict(sorted(out.items()))
+
+
 @dataclass(frozen=True, kw_only=True)
 class PlanOffset:
     """A spillway offset: where a plan's micro-batch ends, and what it keeps of its range.
@@ -269,6 +312,11 @@ class PlanOffset:
         its last whole window): a Kafka record at an offset after the previous cut but with a
         timestamp before it is late for its window. All zeros (omitted from the JSON) for
         feeds that cannot be late.
+    read : per lane a per-group decision read only in part (a bounded group read, see
+        :func:`read_index`): lane index -> ``(lo, hi, m)`` triples, ascending and disjoint, one
+        per decided range: the lane's tuples are the ``m`` of ``[lo, hi)`` that
+        :func:`read_index` picks, every other tuple of the range is shed unread. Omitted from
+        the JSON when empty; a lane not listed is read over its whole range.
 
     Examples
     --------
@@ -289,6 +337,7 @@ class PlanOffset:
         default_factory=dict, hash=False
     )
     cut: tuple[int, ...] = ()
+    read: Mapping[int, tuple[tuple[int, int, int], ...]] = field(default_factory=dict, hash=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "end", _int_tuple("end", self.end))
@@ -306,6 +355,7 @@ class PlanOffset:
                 f"offset of plan {self.plan!r}: cut needs one entry per lane, got {len(cut)}"
             )
         object.__setattr__(self, "cut", cut)
+        object.__setattr__(self, "read", _read_map(self.read, self.end, self.keep))
 
     @property
     def n_lanes(self) -> int:
@@ -342,6 +392,8 @@ class PlanOffset:
             out["groups"] = {str(j): [list(k), list(n)] for j, (k, n) in self.groups.items()}
         if any(self.cut):
             out["cut"] = list(self.cut)
+        if self.read:
+            out["read"] = {str(j): [list(t) for t in r] for j, r in self.read.items()}
         return out
 
     @classmethod
@@ -375,6 +427,7 @@ class PlanOffset:
                 sic=data["sic"],
                 groups=data.get("groups", {}),
                 cut=data.get("cut", ()),
+                read=data.get("read", {}),
             )
         except KeyError as e:
             raise InputDataError(f"spillway offset lacks the field {e.args[0]!r}") from None
@@ -507,6 +560,36 @@ def select_kept_runs(lo: int, hi: int, keep: int, key: int, runs: int = LOG_RUNS
     return pos.astype(np.int64)
 
 
+#: Runs a bounded group read takes from each decided range of a lane (:func:`read_index`).
+READ_RUNS = 64
+
+#: Salt of the read key (:func:`read_index`), so the runs read do not follow the tuple hashes.
+_READ_SALT = 0x5A3B1E
+
+
+def read_index(reads: Sequence[tuple[int, int, int]], key: int) -> np.ndarray:
+    """The tuple indices a bounded group read covers, ascending: for every ``(lo, hi, m)``,
+    the ``m`` indices of ``[lo, hi)`` in :data:`READ_RUNS` contiguous runs
+    (:func:`select_kept_runs`, keyed by the lane's ``key`` and ``lo``, so the driver that
+    decides and the executor that reads pick the same tuples, and a replay too).
+
+    Why: a per-group decision (CoD) needs every tuple's group key, and deriving it costs about
+    as much as generating the row; under heavy overload the controller reads only a bounded
+    sample of the range, decides on its exact group counts, and sheds the rest unread
+    (docs/design.md, "Bounded group reads").
+
+    >>> read_index([(0, 100, 8), (100, 104, 4)], 3).tolist()[-4:]
+    [100, 101, 102, 103]
+    >>> len(read_index([(0, 1000, 50)], 7)), read_index([(5, 5, 0)], 7).tolist()
+    (50, [])
+    """
+    parts = [
+        select_kept_runs(lo, hi, m, _mix64(key ^ _READ_SALT ^ lo), runs=READ_RUNS)
+        for lo, hi, m in reads
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
 def select_kept_groups(
     lo: int,
     hi: int,
@@ -516,13 +599,15 @@ def select_kept_groups(
     group_keep: Any,
     *,
     candidates: bool = True,
+    index: np.ndarray | None = None,
 ) -> np.ndarray:
     """The indices kept out of ``[lo, hi)`` under a per-group decision, in arrival order.
 
     ``keys`` are the tuples' group keys (one per index of ``[lo, hi)``). Within every group of
     ``group_keys`` the ``group_keep`` tuples with the smallest :func:`tuple_hashes` are kept (a
     deterministic uniform sample of the group, as :func:`select_kept` is of a lane); tuples of
-    groups not listed are all kept.
+    groups not listed are all kept. With ``index`` (a bounded group read, :func:`read_index`)
+    the tuples are those indices instead of all of ``[lo, hi)``, ``keys`` one per index.
 
     How, with ``candidates`` (default): the group sizes ``n_g`` are counted (one ``bincount``)
     and only the tuples whose hash lies below the group's quantile ``q_g`` are sorted, with
@@ -550,11 +635,18 @@ def select_kept_groups(
     >>> c = select_kept_groups(0, 5000, 2, g, [0, 3, 4], [10, 500, 700], candidates=False)
     >>> bool(np.array_equal(b, c)), [int((g[b] == v).sum()) for v in (0, 3, 4, 1)]
     (True, [10, 500, 700, 715])
+    >>> select_kept_groups(0, 0, 3, keys, [5, 7], [1, 0], index=np.arange(10, 16)).tolist()
+    [10, 14]
     """
-    idx = np.arange(lo, hi, dtype=np.int64)
+    idx = (
+        np.arange(lo, hi, dtype=np.int64)
+        if index is None
+        else np.asarray(index, dtype=np.int64).reshape(-1)
+    )
     k = np.asarray(keys, dtype=np.int64).reshape(-1)
     if k.shape[0] != idx.shape[0]:
-        raise InputDataError(f"need one key per tuple of [{lo}, {hi}), got {k.shape[0]}")
+        where = f"of [{lo}, {hi})" if index is None else f"of the {idx.shape[0]} indices"
+        raise InputDataError(f"need one key per tuple {where}, got {k.shape[0]}")
     gk = np.asarray(group_keys, dtype=np.int64).reshape(-1)
     gn = np.asarray(group_keep, dtype=np.int64).reshape(-1)
     if gk.size == 0 or idx.size == 0:
@@ -765,7 +857,8 @@ class SpillwayPartition(InputPartition):
     Attributes are plain numpy arrays (one entry per lane of the slice) plus the feed specs the
     slice uses, so the partition pickles small and ``read`` needs nothing else. ``groups`` is
     None or one entry per lane: None, or the lane's (group keys, keep counts) of
-    :attr:`PlanOffset.groups`.
+    :attr:`PlanOffset.groups`; ``reads`` likewise, the lane's ``(lo, hi, m)`` triples of
+    :attr:`PlanOffset.read`.
     """
 
     def __init__(
@@ -784,8 +877,10 @@ class SpillwayPartition(InputPartition):
         sic: np.ndarray,
         groups: tuple[tuple[np.ndarray, np.ndarray] | None, ...] | None = None,
         since_us: np.ndarray | None = None,
+        reads: tuple[tuple[tuple[int, int, int], ...] | None, ...] | None = None,
     ) -> None:
         self.plan = plan
+        self.reads = reads
         self.since_us = since_us if since_us is not None else np.zeros(len(lo), np.int64)
         self.seed = seed
         self.epoch_us = epoch_us
@@ -870,8 +965,25 @@ def plan_partitions(
     live = np.flatnonzero(keep > 0)
     if live.size == 0:
         return []
+    for j, triples in end.read.items():
+        if triples[0][0] < lo[j] or triples[-1][1] > hi[j]:
+            raise InputDataError(
+                f"plan {desc.plan!r} lane {j}: the ranges read {list(triples)} are not within "
+                f"the batch's [{lo[j]}, {hi[j]})"
+            )
+        if j not in end.groups and keep[j] != sum(t[2] for t in triples):
+            raise InputDataError(
+                f"plan {desc.plan!r} lane {j}: keeps {keep[j]} of the "
+                f"{sum(t[2] for t in triples)} tuples it reads, but lists no group kept in part"
+            )
     grouped = np.array([int(j) in end.groups for j in live], dtype=bool)
     n = (hi - lo)[live]
+    # a bounded read looks at its tuples only: they are what is hashed and scanned
+    n = np.array(
+        [sum(t[2] for t in end.read[int(j)]) if int(j) in end.read else v
+         for j, v in zip(live.tolist(), n.tolist(), strict=True)],
+        dtype=np.float64,
+    )  # fmt: skip
     weights = keep[live] + n / 8.0 + GROUP_SCAN_WEIGHT * n * grouped
     sic = np.asarray(end.sic, dtype=np.float64)
     parts = []
@@ -880,9 +992,14 @@ def plan_partitions(
         groups = None
         if grouped[b].any():
             groups = tuple(_lane_groups(end, int(j)) for j in ln)
+        reads = None
+        if any(int(j) in end.read for j in ln):
+            reads = tuple(end.read.get(int(j)) for j in ln)
         since = np.asarray(start.cut, dtype=np.int64)[ln]
         parts.append(
-            _partition(desc, ln, lo[ln], hi[ln], keep[ln], sic[ln], end.epoch_us, groups, since)
+            _partition(
+                desc, ln, lo[ln], hi[ln], keep[ln], sic[ln], end.epoch_us, groups, since, reads
+            )
         )
     return parts
 
@@ -904,6 +1021,7 @@ def _partition(
     epoch_us: int,
     groups: tuple[tuple[np.ndarray, np.ndarray] | None, ...] | None = None,
     since_us: np.ndarray | None = None,
+    reads: tuple[tuple[tuple[int, int, int], ...] | None, ...] | None = None,
 ) -> SpillwayPartition:
     """A partition of ``lanes`` (lane indices); the other arrays are already one per entry."""
     lane_feed = np.asarray(desc.lane_feed, dtype=np.int64)[lanes]
@@ -923,6 +1041,7 @@ def _partition(
         sic=sic,
         groups=groups,
         since_us=since_us,
+        reads=reads,
     )
 
 
@@ -1023,7 +1142,18 @@ def read_batches(
         key = lane_key(partition.seed, partition.plan, qid, sid)
         feed = cached_feed(partition.feeds[int(partition.feed[j])])
         groups = partition.groups[j] if partition.groups is not None else None
-        if groups is None and feed.log:  # a log: read only what is kept
+        reads = getattr(partition, "reads", None)
+        read = reads[j] if reads is not None else None
+        if read is not None:  # a bounded group read: only these tuples are looked at
+            idx = read_index(read, key)
+            kept = (
+                idx
+                if groups is None
+                else select_kept_groups(
+                    lo, hi, key, feed.keys(sid, idx), groups[0], groups[1], index=idx
+                )
+            )
+        elif groups is None and feed.log:  # a log: read only what is kept
             kept = select_kept_runs(lo, hi, int(partition.keep[j]), key)
         elif groups is None:
             kept = select_kept(lo, hi, int(partition.keep[j]), key)

@@ -161,7 +161,7 @@ def test_merged_segments_sum_group_keeps_including_a_segment_kept_whole():
         queries=(PlanQuery(query_id=1, name="m", feed=_keyed_feed(1, (20.0,), 4.0, 3)),),
     )
     pol = RecordingCoD(kind="grouped")  # b from the capacity
-    c = _controller(pol, [_plan(feed), slow], capacity=150)
+    c = _controller(pol, [_plan(feed), slow], capacity=150, group_read=None)
     a = c.initial_offset("max")  # "avg" falls behind while "max" drives three decisions
     for _ in range(3):
         a = c.latest_offset("max", a)
@@ -329,7 +329,7 @@ def test_a_policy_needing_groups_and_stats_gets_both_per_unit(scale):
     values = np.arange(t.size, dtype=float)
     feed = ListFeed(times=[t.tolist()], values=[values.tolist()], keys=[keys.tolist()])
     pol = Both()
-    c = _controller(pol, [_plan(feed)], capacity=10)  # 100 arrive: overloaded, asked
+    c = _controller(pol, [_plan(feed)], capacity=10, group_read=None)  # overloaded, asked
     off = c.latest_offset("avg", c.initial_offset("avg"))
     bl = pol.seen
     assert bl.lane_group.tolist() == [0, scale, 2 * scale] and bl.count.tolist() == [34, 33, 33]
@@ -380,3 +380,78 @@ def test_groups_are_counted_from_a_bounded_sample(monkeypatch, feed_type, limit)
             if n > 0.1 * off.end[lane]:
                 assert est[g] == pytest.approx(n, rel=0.2)
     assert sum(off.keep) == pytest.approx(0.2 * sum(off.end), abs=2 * backlog.n_lanes)
+
+
+def test_a_bounded_group_read_decides_on_exact_counts_of_what_executors_read():
+    from spillway.spark.source import lane_key, read_index
+
+    base = _keyed_feed(rates=(2000.0, 1000.0), seconds=3.0, n_keys=40)
+    feed = _ScannedFeed(times=base._t, values=base._v, keys=base._k)
+    pol = RecordingCoD(kind="grouped")  # b from the capacity
+    c = _controller(pol, [_plan(feed)], capacity=300, group_read=2.0)
+    s = c.initial_offset("avg")
+    e = c.latest_offset("avg", s)
+    off = PlanOffset.from_json(e)
+    ((backlog, keep, _),) = pol.calls
+    # 3,000 arrived, 2 x 300 read: shared by backlog (2:1), each lane's one range
+    assert {j: [t[2] for t in r] for j, r in off.read.items()} == {0: [400], 1: [200]}
+    assert feed.scanned == 400  # the driver never derives a key outside the read
+    for lane in range(2):
+        ((lo, hi, m),) = off.read[lane]
+        assert (lo, hi) == (0, off.end[lane])
+        idx = read_index(off.read[lane], lane_key(5, "avg", 0, lane))
+        u, n = np.unique(feed.keys(lane, idx), return_counts=True)
+        sel = backlog.lane_source == lane  # exact counts of the read, not scaled to the lane
+        assert dict(zip(backlog.lane_group[sel].tolist(), backlog.count[sel].tolist(),
+                        strict=True)) == dict(zip(u.tolist(), n.tolist(), strict=True))  # fmt: skip
+    assert sum(off.keep) == 300
+    table = pa.Table.from_batches(
+        [read_partition(p) for p in plan_partitions(c.describe("avg"), PlanOffset.from_json(s),
+                                                     off)])  # fmt: skip
+    assert table.num_rows == 300
+    # per group: what the policy decided, exactly
+    want = {}
+    for lane in range(2):
+        sel = backlog.lane_source == lane
+        for g, k in zip(backlog.lane_group[sel].tolist(), keep[sel].tolist(), strict=True):
+            if k:
+                want[(lane, g)] = k
+    assert _rows_per_group(table) == want
+    assert c.history()[0].missing_groups == {"q": 0}
+
+
+def test_merged_segments_with_bounded_reads_keep_each_segments_decision():
+    rng = np.random.default_rng(3)
+    t = np.concatenate([np.arange(0.0, 1.0, 1 / 40), np.arange(1.0, 4.0, 1 / 400)])
+    keys = rng.integers(0, 12, size=t.size)
+    feed = ListFeed(times=[t.tolist()], values=[[1.0] * t.size], keys=[keys.tolist()])
+    slow = PlanSpec(name="max", kind="max", window_s=1.0,
+                    queries=(PlanQuery(query_id=1, name="m", feed=_keyed_feed(1, (20.0,), 4.0,
+                                                                               3)),))  # fmt: skip
+    pol = RecordingCoD(kind="grouped")
+    c = _controller(pol, [_plan(feed), slow], capacity=150, group_read=2.0)
+    a = c.initial_offset("max")
+    for _ in range(3):
+        a = c.latest_offset("max", a)
+    segs = c._plans["avg"].pending
+    assert [g.read is not None for g in segs] == [False, True, True]
+    merged = PlanOffset.from_json(c.latest_offset("avg", c.initial_offset("avg")))
+    # the light segment is read whole, the overloaded ones in part
+    assert merged.read[0][0] == (0, int(segs[0].end[0]), int(segs[0].end[0]))
+    assert [r[2] for r in merged.read[0][1:]] == [int(g.read[0]) for g in segs[1:]]
+    want = _group_counts(feed, 0, 0, segs[0].end[0])
+    for g in segs[1:]:
+        gk, _, gn = g.groups[0]
+        for key, n in zip(gk.tolist(), gn.tolist(), strict=True):
+            want[key] = want.get(key, 0) + n
+    table = pa.Table.from_batches(
+        [read_partition(p) for p in plan_partitions(
+            c.describe("avg"), PlanOffset.from_json(c.initial_offset("avg")), merged)])  # fmt: skip
+    got = {g: n for (_, g), n in _rows_per_group(table).items()}
+    assert got == {g: n for g, n in want.items() if n}
+    assert merged.keep[0] == sum(want.values()) == table.num_rows
+
+
+def test_group_read_is_validated():
+    with pytest.raises(ConfigError, match="group_read must be a number >= 1 or None, got 0.5"):
+        ControllerConfig(group_read=0.5)

@@ -22,6 +22,7 @@ from spillway.spark.source import (
     lane_key,
     plan_batch_partitions,
     plan_partitions,
+    read_index,
     read_partition,
     select_kept,
     select_kept_groups,
@@ -159,6 +160,73 @@ def test_offset_rejects_a_malformed_group_map(groups, match):
     data["groups"] = groups
     with pytest.raises(InputDataError, match=match):
         PlanOffset.from_json(data)
+
+
+def test_offset_with_reads_round_trips_and_without_omits_the_field():
+    off = PlanOffset(plan="avg", epoch_us=0, boundary=2, t_us=2_000_000, end=(900, 50),
+                     keep=(30, 50), sic=(0.1, 0.1), groups={0: ((1,), (3,))},
+                     read={0: ((0, 400, 40), (400, 900, 60))})  # fmt: skip
+    data = off.to_json()
+    assert data["read"] == {"0": [[0, 400, 40], [400, 900, 60]]}
+    assert PlanOffset.from_json(json.dumps(data)) == off
+    plain = PlanOffset(**{**off.__dict__, "read": {}})
+    assert "read" not in plain.to_json() and plain != off
+
+
+@pytest.mark.parametrize(
+    ("read", "match"),
+    [
+        ([1], "must map lane indices to lists of \\[lo, hi, m\\], got list"),
+        ({"0": [[1, 2]]}, "lane '0': needs a lane index and a list of \\[lo, hi, m\\]"),
+        ({"x": [[0, 9, 5]]}, "lane 'x': needs a lane index"),
+        ({"2": [[0, 9, 5]]}, "lane 2 must be in 0..1 with at least one"),
+        ({"0": []}, "lane 0 must be in 0..1 with at least one"),
+        ({"0": [[0, 10, 5]]}, "ending by the lane's end 9"),
+        ({"0": [[4, 9, 5], [0, 4, 1]]}, "ranges ascending, disjoint"),
+        ({"0": [[0, 9, 10]]}, "0 <= m <= hi - lo"),
+        ({"0": [[0, 9, 4]]}, "keeps 5 tuples, more than the 4 it reads"),
+    ],
+)
+def test_offset_rejects_a_malformed_read_map(read, match):
+    data = PlanOffset(
+        plan="avg", epoch_us=0, boundary=1, t_us=0, end=(9, 9), keep=(5, 5), sic=(0.1, 0.1)
+    ).to_json()
+    data["read"] = read
+    with pytest.raises(InputDataError, match=match):
+        PlanOffset.from_json(data)
+
+
+def test_a_bounded_read_keeps_per_group_counts_among_its_tuples_only():
+    times = [list(np.arange(0.0, 4.0, 0.002))]
+    keys = [[i % 7 for i in range(len(times[0]))]]
+    feed = ListFeed(times=times, values=[[1.0] * len(times[0])], keys=keys)
+    desc = _desc(feed)
+    start = _offset(desc, 1, (500,), (500,), (0.1,))
+    reads = ((500, 2000, 300),)
+    idx = read_index(reads, lane_key(desc.seed, "avg", 0, 0))
+    assert idx.size == 300 and idx.min() >= 500 and idx.max() < 2000
+    in_read = np.bincount(np.array(keys[0])[idx], minlength=7)
+    end = PlanOffset(**{**_offset(desc, 2, (2000,), (int(in_read.sum()) - in_read[3] + 5,),
+                                  (0.1,)).__dict__,
+                        "groups": {0: ((3,), (5,))}, "read": {0: reads}})  # fmt: skip
+    (part,) = plan_partitions(desc, start, end, 2)
+    df = read_partition(part).to_pandas()
+    # only the tuples read are kept: every group whole among them, group 3 its 5
+    assert df.groupby("key").size().to_dict() == {
+        g: (5 if g == 3 else int(in_read[g])) for g in range(7) if in_read[g]
+    }
+    assert len(df) == sum(end.keep)
+    outside = PlanOffset(**{**end.__dict__, "read": {0: ((0, 2000, 300),)}})
+    with pytest.raises(InputDataError, match="the ranges read .* are not within"):
+        plan_partitions(desc, start, outside, 2)
+    ungrouped = PlanOffset(**{**end.__dict__, "groups": {}})
+    with pytest.raises(InputDataError, match="lists no group kept in part"):
+        plan_partitions(desc, start, ungrouped, 2)
+
+
+def test_grouped_keep_over_given_indices_needs_one_key_per_index():
+    with pytest.raises(InputDataError, match="need one key per tuple of the 4 indices, got 3"):
+        select_kept_groups(0, 0, 1, np.zeros(3), [0], [1], index=np.arange(4))
 
 
 # -- keep selection --------------------------------------------------------------------------
