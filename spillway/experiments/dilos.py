@@ -156,7 +156,7 @@ class DilosExperimentConfig:
     overload: float = 2.0
     capacity: float = 0.8
     crc_cycles: int = 5
-    pareto_epoch_s: float = 20.0
+    pareto_epoch_s: float = 40.0
     duration_s: float = 120.0
     warmup_s: float = 20.0
     rate: float = 3000.0
