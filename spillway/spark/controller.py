@@ -31,7 +31,8 @@ buffer):
    windows, docs/design.md), and per lane the tuples arrived by then (``feed.count``);
 2. backlog per lane = arrived by ``t_end`` − decided;
 3. tuple SIC per lane from a :class:`~spillway.quality.StwCounter` pushed with every slide's
-   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);
+   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval); a link lane's
+   tuples are priced with the SIC they carry instead (below, "Link lanes");
 4. capacity: a fixed number of tuples per interval when configured, else the node budget of
    executor time (:func:`spillway.control.node_budget`: ``headroom · interval − Σ overheads`` of
    the plans that run) with each lane costing its plan's fitted per-tuple time, at most
@@ -81,6 +82,18 @@ its groups' keeps, and all of them carry the lane's SIC. Segments stay pending u
 next request (or its ``commit``) shows Spark processed them, so a request repeated after a
 crash gets the same answer. One plan asking first therefore cannot take the whole budget: the budget was divided
 over all plans' backlogs when the decision was made, and each plan receives its share.
+
+Link lanes
+----------
+A feed whose tuples already carry their SIC (:attr:`~spillway.feeds.base.Feed.carries_sic`: a
+federation link topic read with the Kafka feed's ``sic_column``, an upstream fragment's result
+rows) is not priced by Eq. 1: its rows' SIC is what the upstream node kept of the query's
+sources (THEMIS Eq. 3 across nodes), which Eq. 1 over the downstream arrivals cannot see. At
+each decision every such lane's tuple SIC is the mean SIC its waiting rows ``[decided,
+arrived)`` carry (:meth:`~spillway.feeds.base.Feed.carried_sic`, read on the driver), so the
+policy, the SIC ledger and the projection weigh the SIC that is really there, and a lane
+keeping ``k`` of ``n`` rows is priced at ``k`` times that mean (exact on the rows' sum; the
+executors then give each kept row its own carried SIC).
 
 Capacity reach
 --------------
@@ -768,6 +781,12 @@ class NodeController:
         self._admitted_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._arrived_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._tuple_sic = np.zeros(n_lanes)
+        #: Lanes whose tuples carry their own SIC (a federation link: Feed.carries_sic), and
+        #: the mean SIC a waiting tuple of each carried at the last decision that saw one.
+        self._lane_carries = np.array(
+            [bool(self._queries[q].feed.carries_sic) for q in lane_query], dtype=bool
+        )
+        self._carried_mean = np.zeros(n_lanes)
 
     def _plan(self, name: str) -> _PlanState:
         try:
@@ -1042,7 +1061,6 @@ class NodeController:
         tau = tau_us / 1e6
         self._push_slides(k)
         sic = self._stw.tuple_sic(self.lane_n_sources)
-        self._tuple_sic = sic
         qids = np.arange(self.n_queries)
         t0_us = self._query_t_us.copy()
         t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
@@ -1057,6 +1075,8 @@ class NodeController:
                 )
         count = np.maximum(arrived_end - self._decided, 0)
         lo = self._decided.copy()
+        sic = self._carried(sic, lo, arrived_end)
+        self._tuple_sic = sic
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
         base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
         capacity, cost, cap_tuples = self._capacity(count)
@@ -1445,6 +1465,22 @@ class NodeController:
                 else {}
             ),
         )
+
+    def _carried(self, sic: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``sic`` with every link lane's entry replaced by the mean SIC its waiting tuples
+        ``[lo, hi)`` carry (module docstring, "Link lanes"); a link lane with nothing waiting
+        keeps the mean of the last decision that saw one of its tuples."""
+        if not self._lane_carries.any():
+            return sic
+        out = sic.copy()
+        for lane in np.flatnonzero(self._lane_carries).tolist():
+            n = int(hi[lane] - lo[lane])
+            if n > 0:
+                feed = self._queries[int(self.lane_query[lane])].feed
+                mass = feed.carried_sic(int(self.lane_source[lane]), int(lo[lane]), int(hi[lane]))
+                self._carried_mean[lane] = mass / n
+            out[lane] = self._carried_mean[lane]
+        return out
 
     def _push_slides(self, k: int) -> None:
         """Push every slide since the last decision into the STW counter (at most one STW)."""

@@ -505,3 +505,40 @@ def test_a_decision_over_several_windows_records_each_windows_own_mass():
     c.latest_offset("avg", off)  # acknowledges the batch: processed through 4 s
     assert coord.query_sic(105.2)[0] == pytest.approx(1.0)  # [2, 4): half the rate, all kept
     assert coord.account.mass("arrived", 0.0, 2.0)[0] == pytest.approx(200 * sic)
+
+
+def _link_plan() -> list[PlanSpec]:
+    """One query over a link with two lanes: lane 0's rows each carry 0.004 of the query's
+    SIC (an upstream fragment that lost most), lane 1's 0.04 (one that kept much)."""
+    times = [list(np.arange(0.05, 1.0, 0.1)) for _ in range(2)]
+    feed = ListFeed(
+        times=times, values=[[0.0] * 10] * 2, sic=[[0.004] * 10, [0.04] * 10]
+    )  # fmt: skip
+    return [PlanSpec(name="avg", kind="avg", window_s=1.0,
+                     queries=(PlanQuery(query_id=0, name="q", feed=feed),))]  # fmt: skip
+
+
+def test_a_link_lane_is_priced_with_the_sic_its_rows_carry() -> None:
+    """Fails on the source-shaped price (Eq. 1 over the downstream arrivals: 1/20 a row on
+    both lanes, so BALANCE-SIC takes lane 0 first, in lane order): with the carried SIC it
+    keeps the lane whose rows carry ten times more (Alg. 1, highest SIC first in the query)."""
+    from spillway.policies import make_policy
+
+    c = _controller(capacity=10, policy=make_policy("balance-sic", seed=0), plans=_link_plan())
+    adm = c.decide(1)
+    assert adm.keep.tolist() == [0, 10]
+    np.testing.assert_allclose(c.stw_view()["tuple_sic"], [0.004, 0.04])
+    # the SIC the query keeps is what the kept rows carry: 10 x 0.04 of the 0.44 that arrived
+    rec = c.history()[-1]
+    assert rec.query_sic_projected["q"] == pytest.approx(0.4 / 0.44)
+
+
+def test_a_feed_without_carried_sic_refuses_to_price_it() -> None:
+    feed = ListFeed(times=[[0.1]], values=[[1.0]])
+    assert not feed.carries_sic
+    with pytest.raises(ConfigError, match="carries no SIC of its own"):
+        feed.carried_sic(0, 0, 1)
+    with pytest.raises(ConfigError, match="sic needs one list per source"):
+        ListFeed(times=[[0.1]], values=[[1.0]], sic=[[0.1, 0.2]])
+    with pytest.raises(ConfigError, match="sic must hold finite SIC values >= 0"):
+        ListFeed(times=[[0.1]], values=[[1.0]], sic=[[-0.1]])
