@@ -142,6 +142,25 @@ node's own bookkeeping by what the results really carried (windows that lost SIC
 fragments of a federated query) and keeps what only the node knows yet: its own admissions in
 flight (THEMIS's "subtract the queued batches, add back what is kept").
 
+Federated base (THEMIS §5.2 ``updateSIC``, §6)
+----------------------------------------------
+In a federation the node is given a :class:`~spillway.federation.view.CoordinatorView`: the
+last :class:`~spillway.federation.update.NodeUpdate` the coordinator service returned (each
+hosted query's result SIC over the STW, Eq. 4, summed over every node's results) and this
+node's own admissions since. Then the base is the view's projection instead of the local one:
+``base_q = (sic_q + own_q(now) − own_q(as_of − lag)) / ceiling_q``, and the tuple SICs are
+the SIC the tuples carry over the same ceiling (not the share of what arrived here), so
+BALANCE-SIC raises the queries whose global SIC is lowest. The backlog's SIC is not subtracted
+from the base (THEMIS §6 "assumes that all batches in the IB are discarded"): Eq. 4 sums
+results only, so the waiting tuples are already absent from ``sic_q``, and subtracting them
+would count their loss twice (a query whose rows carry much SIC would then look poorer than
+one that already lost most upstream). Thus a
+query whose upstream fragment already lost most of its SIC is kept more here than one that
+lost little, where the local view (each query's kept share of what reached this node) would
+keep both alike. Every decision records the SIC it admitted per query in the view. Without a
+usable update (none yet, or older than the view's ``stale_s``) the decision falls back to the
+local base above; the view counts each fallback and logs the first.
+
 Restarts
 --------
 Every ``latest`` request carries Spark's current position (the start offset). A controller that
@@ -224,6 +243,7 @@ from spillway.control import (
 )
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.events import BatchEvent, DecisionEvent, notify
+from spillway.federation.view import CoordinatorView
 from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
@@ -615,6 +635,9 @@ class NodeController:
         is still starting them), floored to a multiple of ``trigger_s`` in ``wall`` mode.
     coordinator : optional object with ``query_sic(now) -> array (Q,)`` (measured result SIC
         over the STW, ``now`` in Unix seconds); see the module docstring.
+    federation : the node's :class:`~spillway.federation.view.CoordinatorView` in a
+        federation (module docstring, "Federated base"), its ``query_ids`` the global index of
+        each of this node's queries; None (default): a single node.
     """
 
     def __init__(
@@ -626,6 +649,7 @@ class NodeController:
         clock: Callable[[], float] | None = None,
         epoch_s: float | None = None,
         coordinator: Any = None,
+        federation: CoordinatorView | None = None,
     ) -> None:
         if not isinstance(config, ControllerConfig):
             raise ConfigError(f"config must be a ControllerConfig, got {type(config).__name__}")
@@ -634,10 +658,20 @@ class NodeController:
         self.config = config
         self.policy = policy
         self.coordinator = coordinator
+        if federation is not None and not isinstance(federation, CoordinatorView):
+            raise ConfigError(
+                f"federation must be a CoordinatorView or None, got {type(federation).__name__}"
+            )
+        self.federation = federation
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
         self._build(plans)
+        if federation is not None and federation.query_ids.size != self.n_queries:
+            raise ConfigError(
+                f"the federation view lists {federation.query_ids.size} queries, the node runs "
+                f"{self.n_queries}: give CoordinatorView the global index of each of its queries"
+            )
         if epoch_s is not None:
             self._set_epoch(int(round(epoch_s * 1e6)))
         self._k_last = 0
@@ -1078,7 +1112,8 @@ class NodeController:
         sic = self._carried(sic, lo, arrived_end)
         self._tuple_sic = sic
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
-        base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+        fed = self._federated_base(tau, mass_in)
+        base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
         capacity, cost, cap_tuples = self._capacity(count)
         est = self.cost_estimates()
         backlog = Backlog(
@@ -1168,6 +1203,11 @@ class NodeController:
             )
         adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
+        if self.federation is not None:  # the node's own admissions, for its projection
+            self.federation.record(
+                self.epoch_s + tau,
+                np.bincount(self.lane_query, weights=keep * sic, minlength=self.n_queries),
+            )
         self._record_masses(k, qids[advanced], t0_us, t1_us, lo, arrived_end, keep, sic)
         self._query_t_us = t1_us
         kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
@@ -1599,6 +1639,19 @@ class NodeController:
         empty = norm <= 0
         norm = np.where(empty, 1.0, norm)
         return np.where(empty, 1.0, kept / norm), norm
+
+    def _federated_base(
+        self, tau: float, mass_in: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(base, norm)`` from the coordinator's last update projected over this node's own
+        shedding (module docstring, "Federated base"), or None to fall back to the local view
+        (no federation, no update yet, or a stale one: the view counts and logs it)."""
+        if self.federation is None:
+            return None
+        got = self.federation.base(self.epoch_s + tau)
+        if got is None:
+            return None
+        return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0)
 
     def _measured(self, until_s: np.ndarray) -> np.ndarray:
         """The query SIC recorded per interval: with a coordinator the measured Eq. 4 over the

@@ -32,10 +32,11 @@ from typing import Any
 
 import numpy as np
 
-from spillway.errors import ConfigError, InputDataError
+from spillway.errors import ConfigError, ControlChannelError, InputDataError
 from spillway.federation.client import CoordinatorClient
 from spillway.federation.placement import LinkIn
 from spillway.federation.update import NodeUpdate
+from spillway.federation.view import CoordinatorView
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,6 +107,12 @@ class ResultReporter:
         (:class:`ReportedBatches`), e.g. in the query's checkpoint folder; None keeps them in
         memory only (a restarted node would report a replayed batch again). A crash between the
         coordinator's reply and the file's rename still reports that one batch twice.
+    view : the node's :class:`~spillway.federation.view.CoordinatorView`: every update the
+        coordinator returns is handed to it, for the node's controller to balance (THEMIS §6).
+        With a view, a report that cannot reach the coordinator does not fail the batch: the
+        view counts it (logged once), the batch's results wait for the next report (in memory:
+        a restart in between loses them for the coordinator), and the node falls back to its
+        local view once its last update is stale. Without one, the error is raised.
 
     Attributes
     ----------
@@ -129,10 +136,14 @@ class ResultReporter:
         *,
         clock: Callable[[], float],
         state: str | os.PathLike[str] | None = None,
+        view: CoordinatorView | None = None,
     ) -> None:
         if not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {clock!r}")
-        self.client, self.link, self.clock = client, link, clock
+        if view is not None and not isinstance(view, CoordinatorView):
+            raise ConfigError(f"view must be a CoordinatorView or None, got {type(view).__name__}")
+        self.client, self.link, self.clock, self.view = client, link, clock, view
+        self._waiting = (np.zeros(0), np.zeros(0))  # results not yet received (time, SIC)
         self.state = None if state is None else Path(state)
         done = ReportedBatches() if self.state is None else ReportedBatches.load(self.state)
         self.update: NodeUpdate | None = None
@@ -143,14 +154,27 @@ class ResultReporter:
         if batch_id <= self._last_batch:
             return  # a replay: reported already
         rows = df.groupBy("window_start").sum("sic").toPandas()
-        sic = rows.iloc[:, 1].to_numpy(dtype=np.float64) if len(rows) else np.zeros(0)
+        new = rows.iloc[:, 1].to_numpy(dtype=np.float64) if len(rows) else np.zeros(0)
         now = float(self.clock())
-        self.update = self.client.report(
-            sent=now,
-            result_time=np.full(sic.size, now),
-            query=np.full(sic.size, self.link.query_id, dtype=np.int64),
-            sic=sic,
-        )
+        times = np.concatenate([self._waiting[0], np.full(new.size, now)])
+        sic = np.concatenate([self._waiting[1], new])
+        try:
+            self.update = self.client.report(
+                sent=now,
+                result_time=times,
+                query=np.full(sic.size, self.link.query_id, dtype=np.int64),
+                sic=sic,
+            )
+        except ControlChannelError as exc:
+            if self.view is None:
+                raise
+            self.view.unreachable(str(exc))
+            self._waiting = (times, sic)
+            self._last_batch = int(batch_id)
+            return
+        self._waiting = (np.zeros(0), np.zeros(0))
+        if self.view is not None:
+            self.view.receive(self.update)
         self.reported_sic += float(sic.sum())
         self._last_batch = int(batch_id)
         if self.state is not None:
