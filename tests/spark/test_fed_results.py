@@ -1,16 +1,22 @@
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from spillway.errors import ConfigError, InputDataError
+from spillway.events import ResultsEvent
 from spillway.federation.client import CoordinatorClient
+from spillway.federation.config import FederationConfig
 from spillway.federation.placement import node_links
 from spillway.federation.service import CoordinatorService
-from spillway.spark.fed_results import ReportedBatches, ResultReporter
+from spillway.federation.view import CoordinatorView
+from spillway.quality.sic import StwConfig
+from spillway.spark.fed_results import NodeReporter, ReportedBatches, ResultReporter
 from spillway.spark.links import LinkSink, link_stream
-from spillway.testing import KafkaTopics
+from spillway.testing import KafkaTopics, ManualClock
 from tests.spark.test_links import _FED, _prefix, _upstream, _write_inputs
 
 
@@ -112,3 +118,82 @@ def test_a_record_is_validated() -> None:
         ReportedBatches(batch=-2)
     with pytest.raises(ConfigError, match="reported_sic must be a finite SIC >= 0"):
         ReportedBatches(reported_sic=-1.0)
+
+
+# Two queries, each a leaf on node a and its root on node b.
+_TWO = FederationConfig.from_dict(
+    {
+        "coordinator": {"stw_s": 4.0, "slide_s": 1.0, "timeout_s": 600.0},
+        "nodes": [{"name": "a"}, {"name": "b"}],
+        "queries": [
+            {
+                "name": name,
+                "fragments": [
+                    {"name": "leaf", "node": "a", "sources": 4, "to": ["root"]},
+                    {"name": "root", "node": "b", "sources": 0},
+                ],
+            }
+            for name in ("lost", "kept")
+        ],
+    }
+)
+
+
+def _event(batch: int, query, window, sic) -> ResultsEvent:
+    return ResultsEvent(plan="p", batch_id=batch, query_id=np.array(query),
+                        window_start_s=np.array(window, dtype=float),
+                        latency_s=np.zeros(len(query)), sic=np.array(sic))  # fmt: skip
+
+
+def _view() -> CoordinatorView:
+    return CoordinatorView([0, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0)
+
+
+def test_a_nodes_results_reach_the_coordinator_and_its_update_the_view() -> None:
+    clock = ManualClock(10.0)
+    with CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=clock, origin_s=0.0) as svc:
+        view = _view()
+        rep = NodeReporter(CoordinatorClient(svc.address, svc.authkey, node=1), view, clock=clock)
+        # a TOP-5-like window of query 0 (two rows, one window) and one of query 1
+        rep(_event(0, [0, 0, 1], [9.0, 9.0, 9.0], [0.05, 0.05, 0.4]))
+        # Eq. 4 covers [now - STW, now): results produced now count from the next update on
+        assert view.update is not None and view.update.sic.tolist() == [0.0, 0.0]
+        clock.advance(1.0)
+        rep(_event(1, [], [], []))  # a batch without results: a heartbeat
+        rep.client.close()
+    assert rep.reports == 2 and rep.reported_sic == pytest.approx(0.5)
+    assert view.update.as_of == 11.0
+    assert view.update.sic.tolist() == pytest.approx([0.1, 0.4])
+    got = view.base(11.5)
+    assert got is not None and got.base.tolist() == pytest.approx([0.1, 0.4])
+
+
+def test_an_unreachable_coordinator_keeps_the_results_for_the_next_report(caplog) -> None:
+    clock = ManualClock(10.0)
+    with CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=clock, origin_s=0.0) as svc:
+        address, key = svc.address, svc.authkey
+    view = _view()
+    rep = NodeReporter(CoordinatorClient(address, key, node=1, timeout_s=1.0), view, clock=clock)
+    with caplog.at_level(logging.WARNING, logger="spillway.federation"):
+        rep(_event(0, [1], [9.0], [0.25]))
+        rep(_event(1, [0], [9.0], [0.5]))
+    assert view.failures == 2 and rep.reports == 0
+    assert rep.waiting_sic == pytest.approx(0.75)
+    assert sum("unreachable" in r.getMessage() for r in caplog.records) == 1
+    assert view.base(11.0) is None and view.fallbacks == 1  # no update: the local view
+
+
+def test_a_node_reporter_refuses_what_it_cannot_report() -> None:
+    view = _view()
+    with pytest.raises(ConfigError, match="view must be a CoordinatorView"):
+        NodeReporter(None, object())  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="clock must be a callable"):
+        NodeReporter(None, view, clock=3.0)  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="the reporter has no clock yet"):
+        NodeReporter(None, view)(_event(0, [0], [1.0], [0.1]))  # type: ignore[arg-type]
+    rep = NodeReporter(None, view, clock=lambda: 1.0)  # type: ignore[arg-type]
+    with pytest.raises(InputDataError, match="results without a sic column"):
+        rep(ResultsEvent(plan="p", batch_id=0, query_id=np.array([0]),
+                         window_start_s=np.zeros(1), latency_s=np.zeros(1)))  # fmt: skip
+    with pytest.raises(InputDataError, match=r"has query ids \[2\], the view maps 2 queries"):
+        rep(_event(0, [2], [1.0], [0.1]))
