@@ -352,8 +352,6 @@ def test_the_downstream_node_keeps_more_of_the_query_that_lost_more_upstream(
         f"{sic_fed[0]:.3f} / {sic_fed[1]:.3f}, Jain {jain_index(sic_fed):.3f}"
         f"\nview: {view.counters()}"
     )
-    for name, hist in (("local", hist_local), ("coordinated", hist_fed)):
-        print(name, [(r.t, r.query_arrived, r.query_admitted) for r in hist if r.arrived_tuples])
     # the local view keeps both queries' rows alike
     assert abs(kept_local[0] - kept_local[1]) < 0.1
     # the coordinator's values: more of the query that lost more upstream, fairer SIC
