@@ -38,6 +38,7 @@ from spillway.federation.client import CoordinatorClient
 from spillway.federation.placement import LinkIn
 from spillway.federation.update import NodeUpdate
 from spillway.federation.view import CoordinatorView
+from spillway.files import replace_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -90,10 +91,7 @@ class ReportedBatches:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Replace ``path`` with this record atomically (written aside, then renamed)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"batch": self.batch, "reported_sic": self.reported_sic}))
-        os.replace(tmp, path)
+        replace_text(path, json.dumps({"batch": self.batch, "reported_sic": self.reported_sic}))
 
 
 class ResultReporter:

@@ -89,7 +89,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -110,6 +109,7 @@ from spillway.errors import ConfigError, RunFailedError, SpillwayError
 from spillway.events import Observer, bind_phase
 from spillway.feeds import make_feed
 from spillway.feeds.base import Feed
+from spillway.files import replace_text
 from spillway.policies.base import Policy
 from spillway.progress import report
 from spillway.quality import jain_index
@@ -217,9 +217,7 @@ def sink_lineage(root: Path, query: str) -> str:
     known = json.loads(path.read_text()) if path.exists() else {}
     if query not in known:
         known[query] = uuid.uuid4().hex[:12]
-        aside = path.with_name(f".{path.name}.tmp")
-        aside.write_text(json.dumps(known, indent=1, sort_keys=True))
-        os.replace(aside, path)
+        replace_text(path, json.dumps(known, indent=1, sort_keys=True))
     return str(known[query])
 
 
