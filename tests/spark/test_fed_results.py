@@ -358,3 +358,15 @@ def test_the_downstream_node_keeps_more_of_the_query_that_lost_more_upstream(
     assert view.counters()["used"] > 0
     assert kept_fed[0] > kept_fed[1] + 0.2
     assert jain_index(sic_fed) > jain_index(sic_local) + 0.05
+
+
+def test_a_reporter_view_and_a_nodes_federation_are_checked() -> None:
+    from spillway.config import NodeConfig, QuerySpec
+    from spillway.spark.node import Node
+
+    link = node_links(_FED, "b").inputs[0]
+    with pytest.raises(ConfigError, match="view must be a CoordinatorView or None"):
+        ResultReporter(None, link, clock=lambda: 0.0, view=object())  # type: ignore[arg-type]
+    cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="synthetic"),))
+    with pytest.raises(ConfigError, match="federation must be a NodeReporter or None"):
+        Node(cfg, federation=_view())  # type: ignore[arg-type]
