@@ -258,8 +258,9 @@ class Node:
         that after the run each result window's SIC can be set against the mass that arrived
         in it (:mod:`spillway.run_exact`); off by default (it grows with the run).
     federation : a :class:`~spillway.spark.fed_results.NodeReporter` when the node is part of
-        a federation: every new batch of results is reported to the query coordinator with
-        it, and the controller balances the view it keeps (the coordinator's values projected
+        a federation and its queries are their queries' roots: every new batch of results is
+        reported to the query coordinator with it (as query results: not for a node whose
+        results are partial, an upstream fragment's), and the controller balances the view it keeps (the coordinator's values projected
         over this node's shedding, THEMIS §6; the local view while it has none). Its clock,
         when not given, is the controller's. None (default): a single node.
     """
