@@ -360,6 +360,7 @@ def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: fl
     try:
         producers = _producers(conn, topics, rate, cfg.seed)
         try:
+
             def tick(_t: float) -> None:
                 producers.check()
                 if background is not None:

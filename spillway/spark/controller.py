@@ -1502,7 +1502,9 @@ class NodeController:
                     )
                 cuts.append(np.clip(np.asarray(at, dtype=np.int64), lo[lanes], hi[lanes]))
             cuts.append(hi[lanes])
-            n = np.diff(np.stack(cuts), axis=0).astype(np.float64)  # (windows, lanes)
+            # A log's cuts are looked up one by one while producers append: keep them in order
+            # (a cut below an earlier one would give a window a negative count)
+            n = np.diff(np.maximum.accumulate(np.stack(cuts), axis=0), axis=0).astype(np.float64)
             total = np.maximum(hi[lanes] - lo[lanes], 1)
             arrived = n @ sic[lanes]
             kept = n @ (keep[lanes] / total * sic[lanes])

@@ -505,3 +505,30 @@ def test_a_decision_over_several_windows_records_each_windows_own_mass():
     c.latest_offset("avg", off)  # acknowledges the batch: processed through 4 s
     assert coord.query_sic(105.2)[0] == pytest.approx(1.0)  # [2, 4): half the rate, all kept
     assert coord.account.mass("arrived", 0.0, 2.0)[0] == pytest.approx(200 * sic)
+
+
+class _RacingLog(ListFeed):
+    """A log whose cut at 1 s was looked up after more records arrived: it reads 3 s's cut,
+    above the cut of the next window end (lookups race the producers)."""
+
+    def count(self, t):
+        return super().count(3.0 if 0.5 < t < 1.5 else t)
+
+
+def test_cuts_out_of_order_never_give_a_window_a_negative_mass():
+    times = [list(np.arange(0.0, 2.0, 0.01)) + list(np.arange(2.0, 8.0, 0.02))]
+    feed = _RacingLog(times=times, values=[[1.0] * len(times[0])])
+    plan = PlanSpec(
+        name="avg", kind="avg", window_s=1.0, queries=(PlanQuery(query_id=0, name="q", feed=feed),)
+    )
+    clock = ManualClock(100.0)
+    c = NodeController(
+        ControllerConfig(stw_s=2.0, capacity_tuples=10**6), [plan], RandomShare(),
+        clock=clock, epoch_s=100.0,
+    )  # fmt: skip
+    clock.advance(4.2)
+    off = c.latest_offset("avg", c.initial_offset("avg"))  # raised "mass must be >= 0" before
+    sic = off["sic"][0]
+    per_window = [c.account.mass("arrived", float(w), float(w + 1))[0] / sic for w in range(4)]
+    assert per_window == pytest.approx([250, 0, 0, 50])  # the early cut holds the next ones
+    assert sum(per_window) == pytest.approx(off["end"][0])  # every arrival counted once
