@@ -196,7 +196,8 @@ class KafkaFeed(LogFields, Feed):
     def count(self, t: float) -> np.ndarray:
         """Per partition, the offset before which records arrived by feed time ``t`` (never
         below the start offset): Kafka's ``offsets_for_times`` at ``epoch + t``, the end of
-        the log where no record has reached it yet."""
+        the log where no record has reached it yet (looked up again on the next call: records
+        stamped before ``t`` may still be appended). Non-decreasing in ``t``."""
         if self.epoch_s is None:
             raise ConfigError("a Kafka feed needs the node's epoch (attach) before counting")
         key = round(float(t), 6)
@@ -227,15 +228,20 @@ class KafkaFeed(LogFields, Feed):
                     f"{self.conn.bootstrap_servers}: {e}"
                 ) from None
         out = np.zeros(len(self.lanes), dtype=np.int64)
+        final = True
         for j, (_tp, _p, base) in enumerate(self.lanes):
             off = got[j].offset
             if off is None or off < 0:  # no record at or after t yet: the log's end
-                off = ends[j]
+                off, final = ends[j], False
             out[j] = max(int(off), base)
-        with self._lock:
-            if len(self._cut_cache) > 4096:
-                self._cut_cache.clear()
-            self._cut_cache[key] = out
+        if final:
+            # Only a found offset is final: records appended later go after it. The log's end
+            # is provisional (a producer may still append records stamped before t), so it is
+            # looked up again next time; cached, a later cut at an earlier t could pass it.
+            with self._lock:
+                if len(self._cut_cache) > 4096:
+                    self._cut_cache.clear()
+                self._cut_cache[key] = out
         return out.copy()
 
     def _cut_consumer(self) -> Any:

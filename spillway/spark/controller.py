@@ -586,14 +586,21 @@ def _group_counts(
     return present + lo, counts[present].astype(np.int64), inv
 
 
-def _covered(start: Any, end: Any) -> int | None:
-    """Tuples between two offsets of a plan (kept or shed); None when either is missing or not
-    a spillway offset.
+def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int | None:
+    """Tuples between two offsets of a plan (kept or shed) that cost something when shed;
+    None when either offset is missing or not a spillway offset. ``unread`` marks, per lane of
+    the plan, a log read as its kept runs (:func:`~spillway.spark.source.select_kept_runs`): a
+    shed record there is never fetched, so such a lane counts only where the end offset decides
+    it per group (its whole range is read then, the keys decide what is kept).
 
     >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
     ...      "sic": [0.1, 0.1]}
     >>> _covered(a, dict(a, b=2, end=[9, 10])), _covered(None, a)
     (7, None)
+    >>> _covered(a, dict(a, b=2, end=[9, 10]), unread=[False, True])  # lane 1: a log
+    4
+    >>> _covered(a, dict(a, b=2, end=[9, 10], groups={"1": [[3], [0]]}), unread=[False, True])
+    7
     """
     if start is None or end is None:
         return None
@@ -601,9 +608,16 @@ def _covered(start: Any, end: Any) -> int | None:
         s, e = PlanOffset.from_json(start), PlanOffset.from_json(end)
     except InputDataError:
         return None
-    if s.n_lanes != e.n_lanes:
+    if s.n_lanes != e.n_lanes or (unread is not None and len(unread) != e.n_lanes):
         return None
-    return int(sum(max(b - a, 0) for a, b in zip(s.end, e.end, strict=True)))
+    skip = [bool(unread[j]) and j not in e.groups for j in range(e.n_lanes)] if unread else None
+    return int(
+        sum(
+            max(b - a, 0)
+            for j, (a, b) in enumerate(zip(s.end, e.end, strict=True))
+            if skip is None or not skip[j]
+        )
+    )
 
 
 def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> np.ndarray:
@@ -1578,7 +1592,9 @@ class NodeController:
                     )
                 cuts.append(np.clip(np.asarray(at, dtype=np.int64), lo[lanes], hi[lanes]))
             cuts.append(hi[lanes])
-            n = np.diff(np.stack(cuts), axis=0).astype(np.float64)  # (windows, lanes)
+            # A log's cuts are looked up one by one while producers append: keep them in order
+            # (a cut below an earlier one would give a window a negative count)
+            n = np.diff(np.maximum.accumulate(np.stack(cuts), axis=0), axis=0).astype(np.float64)
             total = np.maximum(hi[lanes] - lo[lanes], 1)
             arrived = n @ sic[lanes]
             kept = n @ (keep[lanes] / total * sic[lanes])
@@ -1833,10 +1849,15 @@ class NodeController:
         """A micro-batch of ``plan`` finished (from the listener): feed its cost model and
         attribute its rows and duration to the interval its end offset was decided at. With
         both offsets, the tuples its range covered (kept or shed) enter the cost model's
-        per-arrived term."""
+        per-arrived term, but for the shed records of a log read as its kept runs, which are
+        never fetched (:func:`_covered`)."""
         with self._lock:
             st = self._plan(plan)
-            arrived = _covered(start_offset, end_offset)
+            unread = [
+                bool(getattr(self._queries[int(self.lane_query[j])].feed, "log", False))
+                for j in st.lanes
+            ]
+            arrived = _covered(start_offset, end_offset, unread)
             arrived = None if arrived is None or arrived < int(rows) else arrived
             st.cost = observe(
                 self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived

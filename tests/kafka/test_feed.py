@@ -76,10 +76,14 @@ def test_the_cut_is_read_from_the_time_index(opts, kafka_topics):
     assert feed.count(1.0).tolist() == [0, 0]
     assert feed.count(2.2).tolist() == [2, 1]
     assert feed.count(100.0).tolist() == [3, 3]  # past every record: the log's end
+    with KafkaWriter(kafka_topics.conn) as w:  # a producer appends a record stamped before it
+        w.write(topic, [json.dumps({"k": "a", "v": 6.0})], partitions=[0], timestamps_ms=[4000])
+    assert feed.count(100.0).tolist() == [4, 3]  # the log's end is looked up again
+    assert feed.count(3.5).tolist() == [3, 2]  # found offsets: final, cached
     consumer = feed._consumer  # one consumer serves every lookup (making one costs a connect)
     assert consumer is not None and feed.count(50.0) is not None and feed._consumer is consumer
     feed.close()
-    assert feed._consumer is None and feed.count(60.0).tolist() == [3, 3]  # opened anew
+    assert feed._consumer is None and feed.count(60.0).tolist() == [4, 3]  # opened anew
 
     class Broken:
         closed = False
@@ -99,7 +103,7 @@ def test_the_cut_is_read_from_the_time_index(opts, kafka_topics):
     assert r["arrival_ts"].tolist() == [1.5, 9.0]
     latest = _feed(**{**opts, "startingOffsets": "latest"})
     latest.attach(0.0)
-    assert latest.count(1.0).tolist() == [3, 3]  # never below where it starts
+    assert latest.count(1.0).tolist() == [4, 3]  # never below where it starts
 
 
 def test_overload_cannot_scale_a_topic(opts):

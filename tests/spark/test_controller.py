@@ -609,3 +609,53 @@ def test_a_federation_view_must_fit_the_node() -> None:
     view = CoordinatorView([0], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=1.0)
     with pytest.raises(ConfigError, match="the federation view lists 1 queries, the node runs 2"):
         _controller(plans=_two_links(), federation=view)
+
+
+class _RacingLog(ListFeed):
+    """A log whose cut at 1 s was looked up after more records arrived: it reads 3 s's cut,
+    above the cut of the next window end (lookups race the producers)."""
+
+    def count(self, t):
+        return super().count(3.0 if 0.5 < t < 1.5 else t)
+
+
+def test_cuts_out_of_order_never_give_a_window_a_negative_mass():
+    times = [list(np.arange(0.0, 2.0, 0.01)) + list(np.arange(2.0, 8.0, 0.02))]
+    feed = _RacingLog(times=times, values=[[1.0] * len(times[0])])
+    plan = PlanSpec(
+        name="avg", kind="avg", window_s=1.0, queries=(PlanQuery(query_id=0, name="q", feed=feed),)
+    )
+    clock = ManualClock(100.0)
+    c = NodeController(
+        ControllerConfig(stw_s=2.0, capacity_tuples=10**6), [plan], RandomShare(),
+        clock=clock, epoch_s=100.0,
+    )  # fmt: skip
+    clock.advance(4.2)
+    off = c.latest_offset("avg", c.initial_offset("avg"))  # raised "mass must be >= 0" before
+    sic = off["sic"][0]
+    per_window = [c.account.mass("arrived", float(w), float(w + 1))[0] / sic for w in range(4)]
+    assert per_window == pytest.approx([250, 0, 0, 50])  # the early cut holds the next ones
+    assert sum(per_window) == pytest.approx(off["end"][0])  # every arrival counted once
+
+
+class _Log(ListFeed):
+    log = True  # read as its kept runs: shed records are never fetched
+
+
+def test_a_logs_shed_records_are_not_arrivals_of_the_cost_model():
+    # Batch time grows with the backlog on a loaded machine (the producers share the cores),
+    # but a log lane never reads its shed records: fed as arrivals, that noise became a
+    # per-arrived cost of 1-3 us and the node shed nearly everything (Kafka overload runs).
+    times = [list(np.arange(0.0, 30.0, 0.001))]
+    plan = PlanSpec(name="avg", kind="avg", window_s=1.0, queries=(
+        PlanQuery(query_id=0, name="q", feed=_Log(times=times, values=[[1.0] * len(times[0])])),
+    ))  # fmt: skip
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
+    c = _controller(cost_model=cm, capacity_reach=None, plans=[plan])
+    start = c.initial_offset("avg")
+    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
+        end = dict(start, b=start["b"] + 1, end=[e + came for e in start["end"]])
+        c.observe_batch("avg", rows=kept, duration_s=0.1 + 1e-5 * kept + 1e-6 * came,
+                        end_offset=end, start_offset=start)  # fmt: skip
+        start = end
+    assert c.cost_estimates()["avg"].per_arrived_s == 0.0
