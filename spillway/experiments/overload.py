@@ -16,15 +16,23 @@ which every policy can shed (``cod`` per group, the others per lane). Per source
   rate whose batch fills the trigger (:func:`~spillway.control.batch_fit.operating_capacity`);
   every run then streams the same queries with the rates scaled to ``level`` times it.
 - ``kafka``: a broker on 127.0.0.1 (its own folder), one topic per query (a partition per
-  source). The capacity is measured the same way with the broker and the producers running:
-  nodes that keep everything read topics produced at :data:`KAFKA_PROBE` tuples/s, then at the
-  first level times what that node processed per second of batch time, and the fit over both
-  runs' batches is the capacity. Each run then gets fresh topics and one ``spillway produce``
-  process per query at ``level`` times that capacity (the rate each achieved is reported: a
-  producer on a 2-core machine shared with Spark may not reach it, and the overload is then
-  computed from what was sent). Plain Spark (its own Kafka source, the same grouped mean with ``from_json``,
-  no ``maxOffsetsPerTrigger``) reads the same input at the first level: its per-batch offsets
-  behind the latest and its window latency show what happens without shedding.
+  source). The producers, the broker and Spark share the machine's cores, so the node's
+  capacity depends on how fast the producers send: it is measured per level, with the
+  producers sending what that level's runs will send. First a rough figure: nodes that keep
+  everything read topics produced at :data:`KAFKA_PROBE` tuples/s, then at the first level
+  times what that node processed per second of batch time; the fit over both runs' batches is
+  the capacity with light producers (``capacity["kafka"]``). Then, per level, two nodes that
+  keep everything read :data:`KEEP_ALL_FACTORS_KAFKA` times the current estimate while
+  background producers (topics no node reads) send the rest of ``level`` times it, and the
+  fit over their batches is that level's capacity (:func:`level_capacity`; measured again,
+  at most :data:`LEVEL_ROUNDS` times, while it moves by more than
+  :data:`LEVEL_TOLERANCE`). Each run then gets fresh topics and one ``spillway produce``
+  process per query at ``level`` times its level's capacity (the rate each achieved is
+  reported: a producer on a 2-core machine shared with Spark may not reach it, and the
+  overload is then computed from what was sent). Plain Spark (its own Kafka source, the same
+  grouped mean with ``from_json``, no ``maxOffsetsPerTrigger``) reads the same input as the
+  highest level's runs: its per-batch offsets behind the latest and its window latency show
+  what happens without shedding.
 
 Per run: mean micro-batch time over the trigger, p95 window latency against the bound the run
 report uses (``LATENCY_TRIGGERS`` triggers plus the window), the overload measured (arrivals over
@@ -108,6 +116,17 @@ KEEP_ALL_FACTORS = (0.5, 1.5)
 #: gets the first level times what that run processed per second of batch time.
 KAFKA_PROBE = 30_000.0
 
+#: Per level, the two keep-all Kafka capacity runs read these multiples of the current
+#: estimate (background producers send the rest of the level's rate).
+KEEP_ALL_FACTORS_KAFKA = (0.5, 1.0)
+
+#: Most measurements of one level's Kafka capacity: measured again (with the producers at
+#: ``level`` times the new figure) while it moves by more than :data:`LEVEL_TOLERANCE`.
+LEVEL_ROUNDS = 2
+
+#: Relative change of a level's capacity below which it is not measured again.
+LEVEL_TOLERANCE = 0.2
+
 #: ``kept_near_capacity``: a run at ``level`` times the capacity keeps between these multiples
 #: of ``1 / level`` (what a node processing its capacity keeps). Below: dropping is not cheap
 #: (per-arrived work, a key scan or a fetch, eats the budget); above: the node was not
@@ -134,7 +153,7 @@ class OverloadConfig:
     duration_s : streaming time of each run once the node is warm.
     warmup_s : the first seconds of that are not measured.
     trigger_s : trigger interval = shedding interval = window of both queries.
-    plain_spark : also run plain Spark on the Kafka input at the first level.
+    plain_spark : also run plain Spark on the Kafka input of the highest level.
     seed : seed of feeds and policies.
     master : Spark master URL.
     """
@@ -315,26 +334,85 @@ def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> 
     return Producers(conn, loads, seed)
 
 
-def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: float,
-               tag: str, *, keep_all: bool = False,
-               duration_s: float | None = None) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
+def _fresh_topics(conn: Any, tag: str) -> dict[str, str]:
     from spillway.kafka.admin import create_topic
 
     topics = {n: f"overload-{tag}-{n}-{time.time_ns()}" for n in QUERIES}
     for t in topics.values():
         create_topic(conn, t, partitions=N_SOURCES)
+    return topics
+
+
+def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: float,
+               tag: str, *, keep_all: bool = False, duration_s: float | None = None,
+               background_rate: float = 0.0) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
+    """One node reading fresh topics produced at ``rate``; with ``background_rate``, more
+    producers send that much to topics no node reads (the broker and the cores loaded as by
+    a faster input)."""
+    topics = _fresh_topics(conn, tag)
     name = policy if isinstance(policy, str) else policy.name
     node = node_config(cfg, name, 1.0, topics=topics, conn=conn)
-    producers = _producers(conn, topics, rate, cfg.seed)
-    produced: dict[str, Any] = {}
+    background = (
+        _producers(conn, _fresh_topics(conn, f"{tag}-bg"), background_rate, cfg.seed + 100)
+        if background_rate > 0
+        else None
+    )
     try:
-        lr = run_level(node, spark=spark, duration_s=duration_s or cfg.duration_s,
-                       policy=None if isinstance(policy, str) else policy,
-                       capacity_tuples_per_s=KEEP_ALL if keep_all else None,
-                       on_tick=lambda _t: producers.check())  # fmt: skip
+        producers = _producers(conn, topics, rate, cfg.seed)
+        try:
+
+            def tick(_t: float) -> None:
+                producers.check()
+                if background is not None:
+                    background.check()
+
+            lr = run_level(node, spark=spark, duration_s=duration_s or cfg.duration_s,
+                           policy=None if isinstance(policy, str) else policy,
+                           capacity_tuples_per_s=KEEP_ALL if keep_all else None,
+                           on_tick=tick)  # fmt: skip
+        finally:
+            produced = producers.stop()
     finally:
-        produced = producers.stop()
-    return lr, {**produced, "topics": topics}
+        extra = background.stop() if background is not None else None
+    out = {**produced, "topics": topics}
+    if extra is not None:
+        out["background_rate"] = extra["achieved_rate"]
+    return lr, out
+
+
+def level_capacity(
+    measure_at: Any, level: float, estimate: float, trigger_s: float
+) -> dict[str, Any]:
+    """The capacity of a node whose producers send ``level`` times it: measured with the
+    producers at ``level * estimate``, then again at ``level`` times the new figure while it
+    moves by more than :data:`LEVEL_TOLERANCE` (at most :data:`LEVEL_ROUNDS` measurements).
+
+    ``measure_at(input_rate, background_rate)`` runs one keep-all node and returns its
+    :class:`LevelRun`; the rounds' fits use :data:`KEEP_ALL_FACTORS_KAFKA` inputs each.
+
+    >>> from types import SimpleNamespace as NS
+    >>> def fake(rate, background):  # batches of a node 0.3 s + 4 us a row, slower when loaded
+    ...     per_row = 4e-6 * (1 + (rate + background) / 1e6)
+    ...     rows = [rate * k for k in (0.6, 0.8, 1.0, 1.2, 1.4)]
+    ...     return NS(batches={"p": [{"rows": r, "duration_s": 0.3 + per_row * r} for r in rows]})
+    >>> out = level_capacity(fake, 3.0, 200_000.0, 1.0)
+    >>> [(round(r["producers_rate"]), round(r["capacity_tuples_per_s"])) for r in out["rounds"]]
+    [(600000, 109375), (328125, 131765)]
+    >>> round(out["capacity_tuples_per_s"])
+    131765
+    """
+    rounds: list[dict[str, Any]] = []
+    for _ in range(LEVEL_ROUNDS):
+        total = level * estimate
+        runs = [measure_at(f * estimate, total - f * estimate) for f in KEEP_ALL_FACTORS_KAFKA]
+        batches = [b for lr in runs for plan in lr.batches.values() for b in plan[2:]]
+        fit = operating_capacity(batches, trigger_s, estimate)
+        rounds.append({**fit, "producers_rate": total})
+        moved = abs(fit["capacity_tuples_per_s"] - estimate) / estimate
+        estimate = fit["capacity_tuples_per_s"]
+        if moved <= LEVEL_TOLERANCE:
+            break
+    return {**rounds[-1], "rounds": rounds}
 
 
 def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> dict[str, Any]:
@@ -409,15 +487,16 @@ def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> 
 
 
 def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
-    """The Kafka runs (a broker of its own): capacity, one dict per run, plain Spark.
+    """The Kafka runs (a broker of its own): capacities, one dict per run, plain Spark.
 
-    The capacity, with the broker and the producers running: a node that keeps everything
-    reads topics produced at :data:`KAFKA_PROBE` tuples/s, then fresh topics produced at the
-    first level times its rows over batch time; the rate whose batch fills the trigger is
-    fitted over both runs' batches (their sizes differ), as for the generated feeds."""
+    The capacity with light producers: a node that keeps everything reads topics produced at
+    :data:`KAFKA_PROBE` tuples/s, then fresh topics produced at the first level times its rows
+    over batch time; the rate whose batch fills the trigger is fitted over both runs' batches
+    (their sizes differ), as for the generated feeds. Then each level's own capacity, with the
+    producers sending that level's rate (:func:`level_capacity`), and that level's runs."""
     from spillway.testing import running_broker
 
-    out: dict[str, Any] = {"runs": []}
+    out: dict[str, Any] = {"runs": [], "level_capacity": {}}
     with running_broker() as state:
         conn = state.connection()
         probe_s = max(cfg.warmup_s, cfg.duration_s / 3)
@@ -435,26 +514,41 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
         second, sent2 = _kafka_run(cfg, spark, conn, "balance-sic", second_rate, "capacity2",
                                    keep_all=True, duration_s=probe_s)  # fmt: skip
         fit = {**_fit([first, second], cfg.trigger_s, rough), "rough_tuples_per_s": rough}
-        capacity = fit["capacity_tuples_per_s"]
-        out["capacity_tuples_per_s"] = capacity
+        estimate = fit["capacity_tuples_per_s"]
+        out["capacity_tuples_per_s"] = estimate
         out["capacity_fit"] = fit
         out["capacity_probe"] = [{"rate": KAFKA_PROBE, **sent1}, {"rate": second_rate, **sent2}]
+        capacity = estimate
         for level in cfg.levels:
+
+            def keep_all_at(rate: float, background: float, lv: float = level) -> LevelRun:
+                report(f"overload: kafka capacity at {lv:g}x, every tuple kept, input "
+                       f"{rate:,.0f}, background producers {background:,.0f} tuples/s")  # fmt: skip
+                lr, _ = _kafka_run(cfg, spark, conn, "balance-sic", rate, f"cap{lv:g}x",
+                                   keep_all=True, duration_s=probe_s,
+                                   background_rate=background)  # fmt: skip
+                return lr
+
+            lc = level_capacity(keep_all_at, level, estimate, cfg.trigger_s)
+            capacity = lc["capacity_tuples_per_s"]
+            out["level_capacity"][f"{level:g}x"] = lc
+            estimate = capacity  # the next level starts from this one's
             for policy in cfg.policies:
                 report(f"overload: kafka, {policy} at {level:g}x of {capacity:,.0f} tuples/s")
 
-                def one(p: str = policy, lv: float = level) -> dict[str, Any]:
-                    lr, produced = _kafka_run(cfg, spark, conn, p, lv * capacity, p)
+                def one(p: str = policy, lv: float = level, c: float = capacity) -> dict[str, Any]:
+                    lr, produced = _kafka_run(cfg, spark, conn, p, lv * c, p)
                     produced.pop("topics")
-                    return {**run_stats(lr, cfg, capacity), **produced}
+                    return {**run_stats(lr, cfg, c), **produced, "capacity_tuples_per_s": c}
 
                 out["runs"].append({"source": "kafka", "policy": policy, "level": level,
                                     **_guarded(one)})  # fmt: skip
         if cfg.plain_spark:
-            report(f"overload: plain Spark's Kafka source at {cfg.levels[0]:g}x")
-            plain = _guarded(lambda: plain_spark_run(cfg, spark, conn, cfg.levels[0] * capacity))
+            top = cfg.levels[-1]
+            report(f"overload: plain Spark's Kafka source at {top:g}x")
+            plain = _guarded(lambda: plain_spark_run(cfg, spark, conn, top * capacity))
             if "error" not in plain:
-                out["plain_spark"] = plain
+                out["plain_spark"] = {**plain, "level": top, "rate": top * capacity}
             else:
                 out["plain_spark_error"] = plain["error"]
     return out
@@ -474,7 +568,7 @@ def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
         measured["runs"] += k.pop("runs")
         measured["capacity"]["kafka"] = k.pop("capacity_tuples_per_s")
         measured["capacity_fit"]["kafka"] = k.pop("capacity_fit")
-        measured.update(k)
+        measured.update(k)  # level_capacity, capacity_probe, plain Spark
     return measured
 
 
@@ -554,7 +648,7 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         ))  # fmt: skip
     cols = ["source", "policy", "level", "overload_measured", "batch_mean_s", "latency_p95_s",
             "latency_bound_s", "kept_fraction", "overhead_s", "per_admitted_us",
-            "per_arrived_us", "achieved_rate", "asked_rate", "error"]  # fmt: skip
+            "per_arrived_us", "capacity_tuples_per_s", "achieved_rate", "asked_rate", "error"]  # fmt: skip
     sections = [("Runs", markdown_table(runs, [c for c in cols if any(c in r for r in runs)]))]
     plain = measured.get("plain_spark")
     values: dict[str, Any] = {"runs": runs, "capacity": measured.get("capacity", {}),
@@ -564,7 +658,7 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         values["plain_spark"] = {k: v for k, v in plain.items() if k != "batches"}
         tables["plain_spark_batches.csv"] = plain["batches"]
         sections.append((
-            "Plain Spark, nothing shed (Kafka, first level)",
+            f"Plain Spark, nothing shed (Kafka, {plain.get('level', cfg.levels[0]):g}x)",
             f"Consumer lag when a batch starts (its input rows: without maxOffsetsPerTrigger it "
             f"takes all that waits), mean of the first / last third of the batches: "
             f"{plain['behind_first']:,.0f} / {plain['behind_last']:,.0f}; window latency first "
@@ -576,7 +670,7 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         sections.append(
             ("Plain Spark, nothing shed", f"The run failed: {measured['plain_spark_error']}")
         )
-    for key in ("capacity_probe", "capacity_fit"):
+    for key in ("capacity_probe", "capacity_fit", "level_capacity"):
         if key in measured:
             values[key] = measured[key]
     return Analysis(
@@ -600,6 +694,12 @@ def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:
     caps = "; ".join(
         f"{k} {v:,.0f} tuples/s{how(k)}" for k, v in measured.get("capacity", {}).items()
     )
+    levels = measured.get("level_capacity", {})
+    if levels:
+        caps += "; kafka with the producers sending each level's rate (the runs' capacity): " + (
+            ", ".join(f"{lv} {c['capacity_tuples_per_s']:,.0f} tuples/s ({c['capacity_method']}, "
+                      f"{len(c['rounds'])} measurement(s))" for lv, c in levels.items())
+        )  # fmt: skip
     return (
         f"One spillway Node on Spark (`{cfg.master}`) per run: CoD's grouped means (taxi and "
         f"tasks feeds, {N_SOURCES} sources each, {cfg.trigger_s:g} s tumbling windows = trigger), "

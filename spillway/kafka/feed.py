@@ -69,6 +69,10 @@ READ_GAP = 2048
 #: window this long after it ends. Records later than that are set aside as late.
 DEFAULT_LATENESS_S = 1.0
 
+#: A link lane's carried SIC (``sic_column``) is priced at a decision from at most this many
+#: of its waiting records, scaled to the range (:meth:`KafkaFeed.carried_sic`).
+CARRIED_SAMPLE = 20_000
+
 #: Starting positions.
 STARTING = ("earliest", "latest")
 
@@ -192,7 +196,8 @@ class KafkaFeed(LogFields, Feed):
     def count(self, t: float) -> np.ndarray:
         """Per partition, the offset before which records arrived by feed time ``t`` (never
         below the start offset): Kafka's ``offsets_for_times`` at ``epoch + t``, the end of
-        the log where no record has reached it yet."""
+        the log where no record has reached it yet (looked up again on the next call: records
+        stamped before ``t`` may still be appended). Non-decreasing in ``t``."""
         if self.epoch_s is None:
             raise ConfigError("a Kafka feed needs the node's epoch (attach) before counting")
         key = round(float(t), 6)
@@ -223,15 +228,20 @@ class KafkaFeed(LogFields, Feed):
                     f"{self.conn.bootstrap_servers}: {e}"
                 ) from None
         out = np.zeros(len(self.lanes), dtype=np.int64)
+        final = True
         for j, (_tp, _p, base) in enumerate(self.lanes):
             off = got[j].offset
             if off is None or off < 0:  # no record at or after t yet: the log's end
-                off = ends[j]
+                off, final = ends[j], False
             out[j] = max(int(off), base)
-        with self._lock:
-            if len(self._cut_cache) > 4096:
-                self._cut_cache.clear()
-            self._cut_cache[key] = out
+        if final:
+            # Only a found offset is final: records appended later go after it. The log's end
+            # is provisional (a producer may still append records stamped before t), so it is
+            # looked up again next time; cached, a later cut at an earlier t could pass it.
+            with self._lock:
+                if len(self._cut_cache) > 4096:
+                    self._cut_cache.clear()
+                self._cut_cache[key] = out
         return out.copy()
 
     def _cut_consumer(self) -> Any:
@@ -270,6 +280,26 @@ class KafkaFeed(LogFields, Feed):
             f"{tp}/{p}": max(latest.get((tp, p), base) - max(int(done), base), 0)
             for (tp, p, base), done in zip(self.lanes, processed, strict=True)
         }
+
+    @property
+    def carries_sic(self) -> bool:
+        """True with ``sic_column``: a link topic's records carry their SIC."""
+        return self.sic_column is not None
+
+    def carried_sic(self, source: int, lo: int, hi: int) -> float:
+        """The SIC the records ``[lo, hi)`` of partition lane ``source`` carry, summed: read
+        on the driver (a link carries result rows, a few per window and query); a range longer
+        than :data:`CARRIED_SAMPLE` is priced from that many evenly spread records, scaled."""
+        if self.sic_column is None:
+            return super().carried_sic(source, lo, hi)
+        n = int(hi) - int(lo)
+        if n <= 0:
+            return 0.0
+        idx = np.arange(int(lo), int(hi), dtype=np.int64)
+        if n > CARRIED_SAMPLE:
+            idx = np.unique(np.linspace(int(lo), int(hi) - 1, CARRIED_SAMPLE).astype(np.int64))
+        sic = np.asarray(self.records(source, idx)["sic"], dtype=np.float64)
+        return float(sic.sum()) * (n / idx.size) if sic.size else 0.0
 
     def dead_letter_writer(self) -> Any | None:
         """The ``dead_letter_topic`` on this cluster (created if missing), or None."""

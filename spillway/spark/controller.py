@@ -31,7 +31,8 @@ buffer):
    windows, docs/design.md), and per lane the tuples arrived by then (``feed.count``);
 2. backlog per lane = arrived by ``t_end`` − decided;
 3. tuple SIC per lane from a :class:`~spillway.quality.StwCounter` pushed with every slide's
-   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);
+   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval); a link lane's
+   tuples are priced with the SIC they carry instead (below, "Link lanes");
 4. capacity: a fixed number of tuples per interval when configured, else the node budget of
    executor time (:func:`spillway.control.node_budget`: ``headroom · interval − Σ overheads`` of
    the plans that run) with each lane costing its plan's fitted per-tuple time, at most
@@ -81,6 +82,18 @@ its groups' keeps, and all of them carry the lane's SIC. Segments stay pending u
 next request (or its ``commit``) shows Spark processed them, so a request repeated after a
 crash gets the same answer. One plan asking first therefore cannot take the whole budget: the budget was divided
 over all plans' backlogs when the decision was made, and each plan receives its share.
+
+Link lanes
+----------
+A feed whose tuples already carry their SIC (:attr:`~spillway.feeds.base.Feed.carries_sic`: a
+federation link topic read with the Kafka feed's ``sic_column``, an upstream fragment's result
+rows) is not priced by Eq. 1: its rows' SIC is what the upstream node kept of the query's
+sources (THEMIS Eq. 3 across nodes), which Eq. 1 over the downstream arrivals cannot see. At
+each decision every such lane's tuple SIC is the mean SIC its waiting rows ``[decided,
+arrived)`` carry (:meth:`~spillway.feeds.base.Feed.carried_sic`, read on the driver), so the
+policy, the SIC ledger and the projection weigh the SIC that is really there, and a lane
+keeping ``k`` of ``n`` rows is priced at ``k`` times that mean (exact on the rows' sum; the
+executors then give each kept row its own carried SIC).
 
 Capacity reach
 --------------
@@ -147,6 +160,25 @@ SIC admitted in segments Spark has not processed yet (pending). The correction r
 node's own bookkeeping by what the results really carried (windows that lost SIC, other nodes'
 fragments of a federated query) and keeps what only the node knows yet: its own admissions in
 flight (THEMIS's "subtract the queued batches, add back what is kept").
+
+Federated base (THEMIS §5.2 ``updateSIC``, §6)
+----------------------------------------------
+In a federation the node is given a :class:`~spillway.federation.view.CoordinatorView`: the
+last :class:`~spillway.federation.update.NodeUpdate` the coordinator service returned (each
+hosted query's result SIC over the STW, Eq. 4, summed over every node's results) and this
+node's own admissions since. Then the base is the view's projection instead of the local one:
+``base_q = (sic_q + own_q(now) − own_q(as_of − lag)) / ceiling_q``, and the tuple SICs are
+the SIC the tuples carry over the same ceiling (not the share of what arrived here), so
+BALANCE-SIC raises the queries whose global SIC is lowest. The backlog's SIC is not subtracted
+from the base (THEMIS §6 "assumes that all batches in the IB are discarded"): Eq. 4 sums
+results only, so the waiting tuples are already absent from ``sic_q``, and subtracting them
+would count their loss twice (a query whose rows carry much SIC would then look poorer than
+one that already lost most upstream). Thus a
+query whose upstream fragment already lost most of its SIC is kept more here than one that
+lost little, where the local view (each query's kept share of what reached this node) would
+keep both alike. Every decision records the SIC it admitted per query in the view. Without a
+usable update (none yet, or older than the view's ``stale_s``) the decision falls back to the
+local base above; the view counts each fallback and logs the first.
 
 Restarts
 --------
@@ -230,6 +262,7 @@ from spillway.control import (
 )
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.events import BatchEvent, DecisionEvent, notify
+from spillway.federation.view import CoordinatorView
 from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
@@ -597,14 +630,21 @@ def _group_counts(
     return present + lo, counts[present].astype(np.int64), inv
 
 
-def _covered(start: Any, end: Any) -> int | None:
-    """Tuples between two offsets of a plan (kept or shed); None when either is missing or not
-    a spillway offset.
+def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int | None:
+    """Tuples between two offsets of a plan (kept or shed) that cost something when shed;
+    None when either offset is missing or not a spillway offset. ``unread`` marks, per lane of
+    the plan, a log read as its kept runs (:func:`~spillway.spark.source.select_kept_runs`): a
+    shed record there is never fetched, so such a lane counts only where the end offset decides
+    it per group (its whole range is read then, the keys decide what is kept).
 
     >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
     ...      "sic": [0.1, 0.1]}
     >>> _covered(a, dict(a, b=2, end=[9, 10])), _covered(None, a)
     (7, None)
+    >>> _covered(a, dict(a, b=2, end=[9, 10]), unread=[False, True])  # lane 1: a log
+    4
+    >>> _covered(a, dict(a, b=2, end=[9, 10], groups={"1": [[3], [0]]}), unread=[False, True])
+    7
     """
     if start is None or end is None:
         return None
@@ -612,9 +652,16 @@ def _covered(start: Any, end: Any) -> int | None:
         s, e = PlanOffset.from_json(start), PlanOffset.from_json(end)
     except InputDataError:
         return None
-    if s.n_lanes != e.n_lanes:
+    if s.n_lanes != e.n_lanes or (unread is not None and len(unread) != e.n_lanes):
         return None
-    return int(sum(max(b - a, 0) for a, b in zip(s.end, e.end, strict=True)))
+    skip = [bool(unread[j]) and j not in e.groups for j in range(e.n_lanes)] if unread else None
+    return int(
+        sum(
+            max(b - a, 0)
+            for j, (a, b) in enumerate(zip(s.end, e.end, strict=True))
+            if skip is None or not skip[j]
+        )
+    )
 
 
 def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> np.ndarray:
@@ -646,6 +693,9 @@ class NodeController:
         is still starting them), floored to a multiple of ``trigger_s`` in ``wall`` mode.
     coordinator : optional object with ``query_sic(now) -> array (Q,)`` (measured result SIC
         over the STW, ``now`` in Unix seconds); see the module docstring.
+    federation : the node's :class:`~spillway.federation.view.CoordinatorView` in a
+        federation (module docstring, "Federated base"), its ``query_ids`` the global index of
+        each of this node's queries; None (default): a single node.
     """
 
     def __init__(
@@ -657,6 +707,7 @@ class NodeController:
         clock: Callable[[], float] | None = None,
         epoch_s: float | None = None,
         coordinator: Any = None,
+        federation: CoordinatorView | None = None,
     ) -> None:
         if not isinstance(config, ControllerConfig):
             raise ConfigError(f"config must be a ControllerConfig, got {type(config).__name__}")
@@ -665,10 +716,20 @@ class NodeController:
         self.config = config
         self.policy = policy
         self.coordinator = coordinator
+        if federation is not None and not isinstance(federation, CoordinatorView):
+            raise ConfigError(
+                f"federation must be a CoordinatorView or None, got {type(federation).__name__}"
+            )
+        self.federation = federation
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
         self._build(plans)
+        if federation is not None and federation.query_ids.size != self.n_queries:
+            raise ConfigError(
+                f"the federation view lists {federation.query_ids.size} queries, the node runs "
+                f"{self.n_queries}: give CoordinatorView the global index of each of its queries"
+            )
         if epoch_s is not None:
             self._set_epoch(int(round(epoch_s * 1e6)))
         self._k_last = 0
@@ -823,6 +884,12 @@ class NodeController:
         self._admitted_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._arrived_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._tuple_sic = np.zeros(n_lanes)
+        #: Lanes whose tuples carry their own SIC (a federation link: Feed.carries_sic), and
+        #: the mean SIC a waiting tuple of each carried at the last decision that saw one.
+        self._lane_carries = np.array(
+            [bool(self._queries[q].feed.carries_sic) for q in lane_query], dtype=bool
+        )
+        self._carried_mean = np.zeros(n_lanes)
 
     def _plan(self, name: str) -> _PlanState:
         try:
@@ -1097,7 +1164,6 @@ class NodeController:
         tau = tau_us / 1e6
         self._push_slides(k)
         sic = self._stw.tuple_sic(self.lane_n_sources)
-        self._tuple_sic = sic
         qids = np.arange(self.n_queries)
         t0_us = self._query_t_us.copy()
         t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
@@ -1112,8 +1178,11 @@ class NodeController:
                 )
         count = np.maximum(arrived_end - self._decided, 0)
         lo = self._decided.copy()
+        sic = self._carried(sic, lo, arrived_end)
+        self._tuple_sic = sic
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
-        base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+        fed = self._federated_base(tau, mass_in)
+        base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
         capacity, cost, cap_tuples = self._capacity(count)
         est = self.cost_estimates()
         backlog = Backlog(
@@ -1209,6 +1278,11 @@ class NodeController:
             )
         adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
+        if self.federation is not None:  # the node's own admissions, for its projection
+            self.federation.record(
+                self.epoch_s + tau,
+                np.bincount(self.lane_query, weights=keep * sic, minlength=self.n_queries),
+            )
         self._record_masses(k, qids[advanced], t0_us, t1_us, lo, arrived_end, keep, sic)
         self._query_t_us = t1_us
         kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
@@ -1567,6 +1641,22 @@ class NodeController:
             read=read,
         )
 
+    def _carried(self, sic: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``sic`` with every link lane's entry replaced by the mean SIC its waiting tuples
+        ``[lo, hi)`` carry (module docstring, "Link lanes"); a link lane with nothing waiting
+        keeps the mean of the last decision that saw one of its tuples."""
+        if not self._lane_carries.any():
+            return sic
+        out = sic.copy()
+        for lane in np.flatnonzero(self._lane_carries).tolist():
+            n = int(hi[lane] - lo[lane])
+            if n > 0:
+                feed = self._queries[int(self.lane_query[lane])].feed
+                mass = feed.carried_sic(int(self.lane_source[lane]), int(lo[lane]), int(hi[lane]))
+                self._carried_mean[lane] = mass / n
+            out[lane] = self._carried_mean[lane]
+        return out
+
     def _push_slides(self, k: int) -> None:
         """Push every slide since the last decision into the STW counter (at most one STW)."""
         cfg = self.config
@@ -1623,7 +1713,9 @@ class NodeController:
                     )
                 cuts.append(np.clip(np.asarray(at, dtype=np.int64), lo[lanes], hi[lanes]))
             cuts.append(hi[lanes])
-            n = np.diff(np.stack(cuts), axis=0).astype(np.float64)  # (windows, lanes)
+            # A log's cuts are looked up one by one while producers append: keep them in order
+            # (a cut below an earlier one would give a window a negative count)
+            n = np.diff(np.maximum.accumulate(np.stack(cuts), axis=0), axis=0).astype(np.float64)
             total = np.maximum(hi[lanes] - lo[lanes], 1)
             arrived = n @ sic[lanes]
             kept = n @ (keep[lanes] / total * sic[lanes])
@@ -1684,6 +1776,19 @@ class NodeController:
         empty = norm <= 0
         norm = np.where(empty, 1.0, norm)
         return np.where(empty, 1.0, kept / norm), norm
+
+    def _federated_base(
+        self, tau: float, mass_in: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(base, norm)`` from the coordinator's last update projected over this node's own
+        shedding (module docstring, "Federated base"), or None to fall back to the local view
+        (no federation, no update yet, or a stale one: the view counts and logs it)."""
+        if self.federation is None:
+            return None
+        got = self.federation.base(self.epoch_s + tau)
+        if got is None:
+            return None
+        return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0)
 
     def _measured(self, until_s: np.ndarray) -> np.ndarray:
         """The query SIC recorded per interval: with a coordinator the measured Eq. 4 over the
@@ -1885,10 +1990,15 @@ class NodeController:
         """A micro-batch of ``plan`` finished (from the listener): feed its cost model and
         attribute its rows and duration to the interval its end offset was decided at. With
         both offsets, the tuples its range covered (kept or shed) enter the cost model's
-        per-arrived term."""
+        per-arrived term, but for the shed records of a log read as its kept runs, which are
+        never fetched (:func:`_covered`)."""
         with self._lock:
             st = self._plan(plan)
-            arrived = _covered(start_offset, end_offset)
+            unread = [
+                bool(getattr(self._queries[int(self.lane_query[j])].feed, "log", False))
+                for j in st.lanes
+            ]
+            arrived = _covered(start_offset, end_offset, unread)
             arrived = None if arrived is None or arrived < int(rows) else arrived
             st.cost = observe(
                 self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived

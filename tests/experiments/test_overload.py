@@ -88,7 +88,13 @@ def test_a_shortened_kafka_run(spark, tmp_path):
     (run,) = measured["runs"]
     assert measured["capacity_tuples_per_s"] > 0
     assert measured["capacity_fit"]["capacity_tuples_per_s"] == measured["capacity_tuples_per_s"]
+    # the run's capacity was measured with the producers sending 3x it (background included)
+    lc = measured["level_capacity"]["3x"]
+    first = lc["rounds"][0]
+    assert first["producers_rate"] == pytest.approx(3.0 * measured["capacity_tuples_per_s"])
+    assert run["capacity_tuples_per_s"] == lc["capacity_tuples_per_s"] > 0
     assert "error" not in run, run
+    assert run["asked_rate"] == pytest.approx(3.0 * lc["capacity_tuples_per_s"])
     assert run["achieved_rate"] > 0 and run["windows"] > 0, run
     assert 0 < run["kept_fraction"] < 1  # it shed
     assert math.isfinite(run["per_arrived_us"]) and math.isfinite(run["per_admitted_us"])

@@ -76,10 +76,14 @@ def test_the_cut_is_read_from_the_time_index(opts, kafka_topics):
     assert feed.count(1.0).tolist() == [0, 0]
     assert feed.count(2.2).tolist() == [2, 1]
     assert feed.count(100.0).tolist() == [3, 3]  # past every record: the log's end
+    with KafkaWriter(kafka_topics.conn) as w:  # a producer appends a record stamped before it
+        w.write(topic, [json.dumps({"k": "a", "v": 6.0})], partitions=[0], timestamps_ms=[4000])
+    assert feed.count(100.0).tolist() == [4, 3]  # the log's end is looked up again
+    assert feed.count(3.5).tolist() == [3, 2]  # found offsets: final, cached
     consumer = feed._consumer  # one consumer serves every lookup (making one costs a connect)
     assert consumer is not None and feed.count(50.0) is not None and feed._consumer is consumer
     feed.close()
-    assert feed._consumer is None and feed.count(60.0).tolist() == [3, 3]  # opened anew
+    assert feed._consumer is None and feed.count(60.0).tolist() == [4, 3]  # opened anew
 
     class Broken:
         closed = False
@@ -99,7 +103,7 @@ def test_the_cut_is_read_from_the_time_index(opts, kafka_topics):
     assert r["arrival_ts"].tolist() == [1.5, 9.0]
     latest = _feed(**{**opts, "startingOffsets": "latest"})
     latest.attach(0.0)
-    assert latest.count(1.0).tolist() == [3, 3]  # never below where it starts
+    assert latest.count(1.0).tolist() == [4, 3]  # never below where it starts
 
 
 def test_overload_cannot_scale_a_topic(opts):
@@ -171,7 +175,7 @@ def test_a_bad_sic_column_is_one_line(opts, column, match):
         _feed(**opts, sic_column=column)
 
 
-def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics):
+def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics, monkeypatch):
     """An upstream node's shed output (each row with its SIC, written by a LinkWriter) read as
     a downstream lane that sheds again: the kept rows carry their own SIC, so the lane's SIC is
     the upstream SIC times the downstream keep ratio (THEMIS Eq. 3 across nodes)."""
@@ -197,6 +201,14 @@ def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics):
                  sic_column="sic")  # fmt: skip
     for p in (0, 1):
         np.testing.assert_allclose(feed.records(p, np.arange(40))["sic"], carried[p])
+    # what the node's controller prices a link lane with: the SIC its waiting rows carry
+    assert feed.carries_sic
+    assert feed.carried_sic(1, 5, 25) == pytest.approx(carried[1][5:25].sum())
+    assert feed.carried_sic(0, 7, 7) == 0.0
+    import spillway.kafka.feed as kafka_feed
+
+    monkeypatch.setattr(kafka_feed, "CARRIED_SAMPLE", 8)  # a long range: an even sample, scaled
+    assert feed.carried_sic(0, 0, 40) == pytest.approx(0.5 * 0.4)
     # Downstream: each lane keeps 10 of its 40 rows (ratio 0.25).
     part = SpillwayPartition(plan="q", seed=3, epoch_us=0, feeds=(FeedSpec.of(feed).dump(),),
         query_id=np.array([0, 0], np.int32), source_id=np.array([0, 1], np.int32),
