@@ -635,7 +635,9 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     None when either offset is missing or not a spillway offset. ``unread`` marks, per lane of
     the plan, a log read as its kept runs (:func:`~spillway.spark.source.select_kept_runs`): a
     shed record there is never fetched, so such a lane counts only where the end offset decides
-    it per group (its whole range is read then, the keys decide what is kept).
+    it per group (its whole range is read then, the keys decide what is kept). A lane the end
+    offset reads in part (a bounded group read, :attr:`~spillway.spark.source.PlanOffset.read`)
+    counts only the tuples it reads: the others are shed unread, so cost nothing either.
 
     >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
     ...      "sic": [0.1, 0.1]}
@@ -645,6 +647,8 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     4
     >>> _covered(a, dict(a, b=2, end=[9, 10], groups={"1": [[3], [0]]}), unread=[False, True])
     7
+    >>> _covered(a, dict(a, b=2, end=[9, 10], read={"0": [[5, 9, 1]]}))  # lane 0 reads 1 of 4
+    4
     """
     if start is None or end is None:
         return None
@@ -657,7 +661,7 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     skip = [bool(unread[j]) and j not in e.groups for j in range(e.n_lanes)] if unread else None
     return int(
         sum(
-            max(b - a, 0)
+            sum(t[2] for t in e.read[j]) if j in e.read else max(b - a, 0)
             for j, (a, b) in enumerate(zip(s.end, e.end, strict=True))
             if skip is None or not skip[j]
         )
