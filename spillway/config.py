@@ -284,6 +284,10 @@ class NodeConfig:
     class_redistribution : whether DILoS lends capacity between the classes (Pham §6.1.3);
         False: separate per-class managers at the weights' shares.
     class_crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
+    class_layout : who decides the classes' drops: ``per-class`` (default; one manager per
+        class), ``common`` (one manager for the node, the same drop for every class) or
+        ``none`` (nothing shed), Pham Table 8's configurations; ``common`` and ``none`` need
+        ``class_redistribution = false``.
     """
 
     queries: tuple[QuerySpec, ...]
@@ -304,6 +308,7 @@ class NodeConfig:
     class_target_intervals: tuple[float, ...] = (3.0, 4.0, 5.0)
     class_redistribution: bool = True
     class_crc_cycles: int = 10
+    class_layout: str = "per-class"
 
     def __post_init__(self) -> None:
         qs = tuple(self.queries)
@@ -389,6 +394,7 @@ class NodeConfig:
             dilos=self.class_redistribution,
             crc_cycles=self.class_crc_cycles,
             settings=self.load_manager_options,
+            layout=self.class_layout,
         )
 
     def load_control(self) -> Any:

@@ -83,13 +83,15 @@ class BatchEvent:
 @dataclass(frozen=True, kw_only=True)
 class ResultsEvent:
     """The results of one micro-batch: per result row its query id, window start (Unix
-    seconds) and latency in seconds (a TOP-5 window has five rows with one latency)."""
+    seconds) and latency in seconds (a TOP-5 window has five rows with one latency), and its
+    SIC (None where the rows have no ``sic`` column)."""
 
     plan: str
     batch_id: int
     query_id: np.ndarray
     window_start_s: np.ndarray
     latency_s: np.ndarray
+    sic: np.ndarray | None = None
 
     @classmethod
     def from_frame(cls, plan: str, batch_id: int, rows: pd.DataFrame) -> ResultsEvent:
@@ -118,6 +120,7 @@ class ResultsEvent:
             query_id=qid.astype(np.int64),
             window_start_s=column("window_start"),
             latency_s=column("latency_s"),
+            sic=column("sic") if "sic" in rows else None,
         )
 
 

@@ -49,6 +49,14 @@ class ListFeed(Feed):
     times : list of per-source lists of arrival times (s), each non-decreasing.
     values : list of per-source lists of values, the same shapes as ``times``.
     keys : optional list of per-source lists of int keys (default 0).
+    sic : optional list of per-source lists of the SIC each tuple carries (a federation
+        link's rows, :attr:`~spillway.feeds.base.Feed.carries_sic`); None: none carried.
+
+    Examples
+    --------
+    >>> link = ListFeed(times=[[0.1, 0.2, 0.3]], values=[[0.0] * 3], sic=[[0.1, 0.2, 0.3]])
+    >>> link.carries_sic, round(link.carried_sic(0, 1, 3), 3)
+    (True, 0.5)
     """
 
     name = "list"
@@ -59,6 +67,7 @@ class ListFeed(Feed):
         times: Sequence[Sequence[float]],
         values: Sequence[Sequence[float]],
         keys: Sequence[Sequence[int]] | None = None,
+        sic: Sequence[Sequence[float]] | None = None,
     ) -> None:
         if len(times) != len(values):
             raise ConfigError(
@@ -73,6 +82,13 @@ class ListFeed(Feed):
                 raise ConfigError(f"source {s}: times, values and keys must have the same length")
             if t.size and np.any(np.diff(t) < 0):
                 raise ConfigError(f"source {s}: arrival times must be non-decreasing")
+        self._sic = None if sic is None else [np.asarray(x, dtype=np.float64) for x in sic]
+        if self._sic is not None and [x.shape for x in self._sic] != [t.shape for t in self._t]:
+            raise ConfigError("sic needs one list per source, each as long as its times")
+        if self._sic is not None and any(
+            (x < 0).any() or not np.isfinite(x).all() for x in self._sic
+        ):
+            raise ConfigError("sic must hold finite SIC values >= 0 (what each tuple carries)")
 
     @property
     def n_sources(self) -> int:
@@ -87,6 +103,21 @@ class ListFeed(Feed):
     def payload(self, source: int, index: np.ndarray) -> dict[str, np.ndarray]:
         i = np.asarray(index, dtype=np.int64)
         return {"key": self._k[source][i], "value": self._v[source][i]}
+
+    def records(self, source: int, index: np.ndarray, epoch_s: float) -> dict[str, Any]:
+        out = super().records(source, index, epoch_s)
+        if self._sic is not None:
+            out["sic"] = self._sic[source][np.asarray(index, dtype=np.int64)]
+        return out
+
+    @property
+    def carries_sic(self) -> bool:
+        return self._sic is not None
+
+    def carried_sic(self, source: int, lo: int, hi: int) -> float:
+        if self._sic is None:
+            return super().carried_sic(source, lo, hi)
+        return float(self._sic[source][lo:hi].sum())
 
 
 class ManualClock:

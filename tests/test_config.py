@@ -30,6 +30,12 @@ def test_a_group_avg_query_round_trips_and_loads_from_toml(tmp_path):
     )
     cfg = NodeConfig(queries=(q,))
     assert NodeConfig.from_dict(cfg.to_dict()) == cfg
+    common = NodeConfig(queries=(q,), policy="dilos", load_manager="aurora",
+                        class_redistribution=False, class_layout="common")  # fmt: skip
+    assert common.class_control().layout == "common"
+    assert NodeConfig.from_dict(common.to_dict()) == common
+    with pytest.raises(ConfigError, match="dilos .* needs layout 'per-class'"):
+        NodeConfig(queries=(q,), policy="dilos", load_manager="aurora", class_layout="none")
     path = tmp_path / "node.toml"
     path.write_text(
         '[[query]]\nname = "fares"\nkind = "group_avg"\nfeed = "taxi"\nrate = 5000.0\n'

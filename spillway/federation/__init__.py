@@ -12,7 +12,10 @@
   through Kafka, each batch exactly once (a transaction per batch, replays recognised);
 - :mod:`~spillway.federation.placement`: :func:`node_links`, the fragments a node hosts and the
   link topics between them (one per consumer, a partition per producer, a replicated output's
-  SIC divided among its copies). The Spark side is :mod:`spillway.spark.links`.
+  SIC divided among its copies). The Spark side is :mod:`spillway.spark.links`;
+- :mod:`~spillway.federation.view`: :class:`CoordinatorView`, a node's last update projected
+  over its own shedding (THEMIS §6), the base its controller balances, with the fallback to
+  the local view when the coordinator is unreachable or stale.
 
 No pyspark here: the service and the nodes' clients run in any process; the channel module
 they share (:mod:`spillway.spark.channel`) is standard library only, and the link uses
@@ -33,14 +36,17 @@ from spillway.federation.link import LinkWriter, read_link
 from spillway.federation.placement import NodeLinks, all_topics, node_links
 from spillway.federation.service import CoordinatorService, update_payload
 from spillway.federation.update import NodeUpdate, node_queries, node_update
+from spillway.federation.view import CoordinatorView, ProjectedBase
 
 __all__ = [
     "CoordinatorClient",
     "CoordinatorService",
+    "CoordinatorView",
     "FederationConfig",
     "LinkWriter",
     "NodeLinks",
     "NodeUpdate",
+    "ProjectedBase",
     "all_topics",
     "node_queries",
     "load_federation",

@@ -134,6 +134,28 @@ class Feed(ABC):
         }
 
     @property
+    def carries_sic(self) -> bool:
+        """Whether every tuple already carries its SIC (a federation link's rows, written by
+        an upstream node's fragment): the node then prices its tuples with
+        :meth:`carried_sic` instead of the source-shaped per-tuple share of THEMIS Eq. 1."""
+        return False
+
+    def carried_sic(self, source: int, lo: int, hi: int) -> float:
+        """The SIC the tuples ``[lo, hi)`` of ``source`` carry, summed (THEMIS Eq. 3: what a
+        link's rows bring downstream). Called on the driver at every decision for a feed that
+        :attr:`carries_sic`.
+
+        Raises
+        ------
+        ConfigError
+            The feed carries no SIC.
+        """
+        raise ConfigError(
+            f"feed {self.name!r} carries no SIC of its own (its tuples are priced by THEMIS "
+            "Eq. 1): ask carried_sic only of a feed whose carries_sic is True"
+        )
+
+    @property
     def text_keys(self) -> bool:
         """Whether the feed's keys are texts (``payload`` then also gives ``key_text``, and
         ``key`` is :func:`spillway.feeds.hashing.text_keys` of it)."""

@@ -60,6 +60,7 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import BrokerError, ConfigError, KafkaClientError
+from spillway.files import replace_text
 from spillway.kafka import jars as jarlib
 from spillway.kafka.connection import KafkaConnection
 
@@ -174,10 +175,9 @@ def read_state(data_dir: Path) -> BrokerState | None:
 
 
 def _write_state(state: BrokerState) -> None:
-    path = Path(state.data_dir) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(dataclasses.asdict(state), indent=1) + "\n")
-    tmp.replace(path)
+    replace_text(
+        Path(state.data_dir) / STATE_FILE, json.dumps(dataclasses.asdict(state), indent=1) + "\n"
+    )
 
 
 def _alive(pid: int) -> bool:

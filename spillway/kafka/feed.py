@@ -69,6 +69,10 @@ READ_GAP = 2048
 #: window this long after it ends. Records later than that are set aside as late.
 DEFAULT_LATENESS_S = 1.0
 
+#: A link lane's carried SIC (``sic_column``) is priced at a decision from at most this many
+#: of its waiting records, scaled to the range (:meth:`KafkaFeed.carried_sic`).
+CARRIED_SAMPLE = 20_000
+
 #: Starting positions.
 STARTING = ("earliest", "latest")
 
@@ -276,6 +280,26 @@ class KafkaFeed(LogFields, Feed):
             f"{tp}/{p}": max(latest.get((tp, p), base) - max(int(done), base), 0)
             for (tp, p, base), done in zip(self.lanes, processed, strict=True)
         }
+
+    @property
+    def carries_sic(self) -> bool:
+        """True with ``sic_column``: a link topic's records carry their SIC."""
+        return self.sic_column is not None
+
+    def carried_sic(self, source: int, lo: int, hi: int) -> float:
+        """The SIC the records ``[lo, hi)`` of partition lane ``source`` carry, summed: read
+        on the driver (a link carries result rows, a few per window and query); a range longer
+        than :data:`CARRIED_SAMPLE` is priced from that many evenly spread records, scaled."""
+        if self.sic_column is None:
+            return super().carried_sic(source, lo, hi)
+        n = int(hi) - int(lo)
+        if n <= 0:
+            return 0.0
+        idx = np.arange(int(lo), int(hi), dtype=np.int64)
+        if n > CARRIED_SAMPLE:
+            idx = np.unique(np.linspace(int(lo), int(hi) - 1, CARRIED_SAMPLE).astype(np.int64))
+        sic = np.asarray(self.records(source, idx)["sic"], dtype=np.float64)
+        return float(sic.sum()) * (n / idx.size) if sic.size else 0.0
 
     def dead_letter_writer(self) -> Any | None:
         """The ``dead_letter_topic`` on this cluster (created if missing), or None."""

@@ -22,6 +22,16 @@ keeps a uniformly random subset, Pham §6.1.1). The class shares split the node'
 through the managers: class ``k``'s manager starts from ``share_k · H`` and DILoS's pushes
 (Pham Eq. 6.1) move capacity between them every CRC.
 
+Three layouts (``ClassControlConfig.layout``) give Pham's Table 8 baselines on the same node,
+measured the same way per class (only who decides the drops differs):
+
+- ``per-class`` (default): one manager per class, as above (with ``dilos`` False: Pham's
+  "separate load manager"; with it True: DILoS);
+- ``common``: one manager for the whole node (capacity ``H``, the strictest class's target
+  ``D``), fed the classes' summed statistics; its drop fraction is every class's (Pham's
+  "common load manager", the state of the art that ignores the scheduler's priorities);
+- ``none``: no load manager, nothing shed (Pham's "no load manager").
+
 Why class lanes in one plan
 ---------------------------
 Every class's lanes run in the node's one Spark plan (one micro-batch per interval). A Spark
@@ -49,6 +59,13 @@ Examples
 >>> cc.note(arrived=[10, 10, 10], dropped=[0, 0, 7])
 >>> cc.summary()["classes"]["3"]["loss"]
 0.7
+>>> common = ClassControl(ClassControlConfig(manager="aurora", query_class=(1, 2, 3),
+...                       settings={"capacity": 1.0}, dilos=False, layout="common"),
+...                       trigger_s=0.5, n_queries=3)
+>>> d = common.decide(t=1.0, interval_s=0.5, loads=[0.3, 0.3, 0.6], arrived=[10, 10, 10],
+...                   queued_loads=[0.1, 0.1, 0.1])
+>>> [round(x, 3) for x in d.drops]               # one manager: L − H of L for every class
+[0.167, 0.167, 0.167]
 """
 
 from __future__ import annotations
@@ -69,6 +86,10 @@ from spillway.spark.load_control import LoadControlConfig
 #: The capacity (headroom ``H``, in load units) split over the classes when the settings do not
 #: give one: the load managers' default (Pham's ``H0 = 0.8``).
 DEFAULT_CAPACITY = LoadManagerConfig.__dataclass_fields__["capacity"].default
+
+#: Who decides the classes' drops (module docstring): one manager per class, one for the node,
+#: or none.
+LAYOUTS = ("per-class", "common", "none")
 
 #: Why the latency comparison between classes is not made (module docstring).
 SHARED_BATCHES = (
@@ -110,6 +131,9 @@ class ClassControlConfig:
     crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
     settings : the manager's own settings; ``capacity`` is the node's headroom ``H``, split
         over the classes by their weights (default :data:`DEFAULT_CAPACITY`).
+    layout : one of :data:`LAYOUTS`: a manager per class (default), one ``common`` manager
+        for the node (Pham's common load manager), or ``none`` (nothing shed); ``dilos``
+        needs ``per-class``.
 
     >>> ClassControlConfig(manager="aloma", query_class=(1, 4))
     Traceback (most recent call last):
@@ -124,6 +148,7 @@ class ClassControlConfig:
     dilos: bool = True
     crc_cycles: int = 10
     settings: Mapping[str, Any] = field(default_factory=dict)
+    layout: str = "per-class"
 
     def __post_init__(self) -> None:
         for name in ("query_class", "weights", "target_intervals"):
@@ -153,6 +178,13 @@ class ClassControlConfig:
                 f"load manager settings must be a table of settings, got {self.settings!r}"
             )
         object.__setattr__(self, "settings", dict(self.settings))
+        if self.layout not in LAYOUTS:
+            raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if self.dilos and self.layout != "per-class":
+            raise ConfigError(
+                f"dilos redistributes capacity between per-class managers, so it needs layout "
+                f"'per-class', got layout {self.layout!r} with dilos true: set dilos false"
+            )
         self.classes_config(1.0)  # every class's manager must build: fail now
 
     @property
@@ -181,6 +213,19 @@ class ClassControlConfig:
             dilos=dilos if self.dilos else None,
         )
 
+    def common_config(self, trigger_s: float) -> classes.ClassesConfig:
+        """The ``common`` layout's one manager: capacity ``H``, the strictest target ``D``
+        (class 1's by default), so that no class's target is looser than the one it keeps."""
+        h = check_number(
+            "capacity", self.settings.get("capacity", DEFAULT_CAPACITY), low=0, low_ok=False
+        )
+        lc = LoadControlConfig(
+            manager=self.manager,
+            target_intervals=min(self.target_intervals),
+            settings={**self.settings, "capacity": h},
+        )
+        return classes.ClassesConfig(managers=(lc.manager_config(trigger_s),), priorities=(1,))
+
 
 class ClassControl:
     """The classes' load managers with their state, fed what the node measured (not
@@ -197,7 +242,11 @@ class ClassControl:
         self.trigger_s = float(trigger_s)
         #: Each query's class index (0 = class 1).
         self.query_index = np.asarray(config.query_class, dtype=np.int64) - 1
-        self._cfg = config.classes_config(trigger_s)
+        self._cfg = (
+            config.common_config(trigger_s)
+            if config.layout == "common"
+            else config.classes_config(trigger_s)
+        )
         self._state = classes.initial_state(self._cfg)
         n = config.n_classes
         self._rows = [0] * n
@@ -212,9 +261,14 @@ class ClassControl:
 
     @property
     def capacities(self) -> list[float]:
-        """Every class manager's current capacity (headroom) estimate, in load units."""
+        """Every class manager's current capacity (headroom) estimate, in load units (the
+        ``common`` manager's for every class; NaN with no manager)."""
+        n = self.config.n_classes
+        if self.config.layout == "none":
+            return [math.nan] * n
         lms = [classes._manager(m) for m in self._cfg.managers]
-        return [float(lm.capacity_of(s)) for lm, s in zip(lms, self._state.managers, strict=True)]
+        caps = [float(lm.capacity_of(s)) for lm, s in zip(lms, self._state.managers, strict=True)]
+        return caps * n if self.config.layout == "common" else caps
 
     def observe(self, c: int, *, rows: int, response_s: float | None, t: float = math.nan) -> None:
         """``rows`` admitted rows of class index ``c`` got results at feed time ``t``,
@@ -264,7 +318,7 @@ class ClassControl:
                     response_time_s=rt,
                 )
             )
-        self._state, d = classes.step(self._cfg, self._state, stats)
+        d = self._step(stats)
         for c, s in enumerate(stats):
             self.records.append(
                 {
@@ -285,6 +339,38 @@ class ClassControl:
         self._rows, self._timed, self._weighted = [0] * n, [0] * n, [0.0] * n
         self._dropped_iv = [0] * n
         return d
+
+    def _step(self, stats: Sequence[classes.IntervalStats]) -> classes.ClassesDecision:
+        """The layout's decision: the per-class managers, the one common manager fed the
+        summed statistics (its drop for every class), or nothing shed."""
+        n = self.config.n_classes
+        layout = self.config.layout
+        if layout == "per-class":
+            self._state, d = classes.step(self._cfg, self._state, stats)
+            return d
+        shares = original_shares(self.config.weights)
+        if layout == "none":
+            return classes.ClassesDecision(
+                drops=(0.0,) * n, shares=shares, capacities=(math.nan,) * n,
+                usage=(math.nan,) * n, redistributed=False, decisions=(),
+            )  # fmt: skip
+        timed = [(s.response_time_s, s.processed) for s in stats if s.response_time_s is not None]
+        rows = sum(p for _, p in timed)
+        total = classes.IntervalStats(
+            interval_s=stats[0].interval_s,
+            load=sum(s.load for s in stats),
+            arrived=sum(s.arrived for s in stats),
+            dropped=sum(s.dropped for s in stats),
+            processed=sum(s.processed for s in stats),
+            outputs=sum(s.outputs for s in stats),
+            queued_load=sum(s.queued_load for s in stats),
+            response_time_s=sum(r * p for r, p in timed) / rows if rows else None,
+        )
+        self._state, d = classes.step(self._cfg, self._state, [total])
+        return classes.ClassesDecision(
+            drops=d.drops * n, shares=shares, capacities=d.capacities * n, usage=d.usage * n,
+            redistributed=False, decisions=d.decisions,
+        )  # fmt: skip
 
     def summary(self, steady_s: float = 0.0) -> dict[str, Any]:
         """Per class: weight, ``D``, loss, row-weighted p95 and mean response time (each
@@ -317,6 +403,7 @@ class ClassControl:
             }
         return {
             "manager": self.config.manager,
+            "layout": self.config.layout,
             "dilos": self.config.dilos,
             "trigger_s": self.trigger_s,
             "classes": out,

@@ -31,7 +31,8 @@ buffer):
    windows, docs/design.md), and per lane the tuples arrived by then (``feed.count``);
 2. backlog per lane = arrived by ``t_end`` − decided;
 3. tuple SIC per lane from a :class:`~spillway.quality.StwCounter` pushed with every slide's
-   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval);
+   arrivals (THEMIS Eq. 1 over the sliding STW, re-estimated every interval); a link lane's
+   tuples are priced with the SIC they carry instead (below, "Link lanes");
 4. capacity: a fixed number of tuples per interval when configured, else the node budget of
    executor time (:func:`spillway.control.node_budget`: ``headroom · interval − Σ overheads`` of
    the plans that run) with each lane costing its plan's fitted per-tuple time, at most
@@ -82,6 +83,18 @@ next request (or its ``commit``) shows Spark processed them, so a request repeat
 crash gets the same answer. One plan asking first therefore cannot take the whole budget: the budget was divided
 over all plans' backlogs when the decision was made, and each plan receives its share.
 
+Link lanes
+----------
+A feed whose tuples already carry their SIC (:attr:`~spillway.feeds.base.Feed.carries_sic`: a
+federation link topic read with the Kafka feed's ``sic_column``, an upstream fragment's result
+rows) is not priced by Eq. 1: its rows' SIC is what the upstream node kept of the query's
+sources (THEMIS Eq. 3 across nodes), which Eq. 1 over the downstream arrivals cannot see. At
+each decision every such lane's tuple SIC is the mean SIC its waiting rows ``[decided,
+arrived)`` carry (:meth:`~spillway.feeds.base.Feed.carried_sic`, read on the driver), so the
+policy, the SIC ledger and the projection weigh the SIC that is really there, and a lane
+keeping ``k`` of ``n`` rows is priced at ``k`` times that mean (exact on the rows' sum; the
+executors then give each kept row its own carried SIC).
+
 Capacity reach
 --------------
 A capacity from the cost model is an extrapolation beyond the batch sizes the model has seen.
@@ -128,6 +141,25 @@ SIC admitted in segments Spark has not processed yet (pending). The correction r
 node's own bookkeeping by what the results really carried (windows that lost SIC, other nodes'
 fragments of a federated query) and keeps what only the node knows yet: its own admissions in
 flight (THEMIS's "subtract the queued batches, add back what is kept").
+
+Federated base (THEMIS §5.2 ``updateSIC``, §6)
+----------------------------------------------
+In a federation the node is given a :class:`~spillway.federation.view.CoordinatorView`: the
+last :class:`~spillway.federation.update.NodeUpdate` the coordinator service returned (each
+hosted query's result SIC over the STW, Eq. 4, summed over every node's results) and this
+node's own admissions since. Then the base is the view's projection instead of the local one:
+``base_q = (sic_q + own_q(now) − own_q(as_of − lag)) / ceiling_q``, and the tuple SICs are
+the SIC the tuples carry over the same ceiling (not the share of what arrived here), so
+BALANCE-SIC raises the queries whose global SIC is lowest. The backlog's SIC is not subtracted
+from the base (THEMIS §6 "assumes that all batches in the IB are discarded"): Eq. 4 sums
+results only, so the waiting tuples are already absent from ``sic_q``, and subtracting them
+would count their loss twice (a query whose rows carry much SIC would then look poorer than
+one that already lost most upstream). Thus a
+query whose upstream fragment already lost most of its SIC is kept more here than one that
+lost little, where the local view (each query's kept share of what reached this node) would
+keep both alike. Every decision records the SIC it admitted per query in the view. Without a
+usable update (none yet, or older than the view's ``stale_s``) the decision falls back to the
+local base above; the view counts each fallback and logs the first.
 
 Restarts
 --------
@@ -211,6 +243,7 @@ from spillway.control import (
 )
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.events import BatchEvent, DecisionEvent, notify
+from spillway.federation.view import CoordinatorView
 from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
@@ -616,6 +649,9 @@ class NodeController:
         is still starting them), floored to a multiple of ``trigger_s`` in ``wall`` mode.
     coordinator : optional object with ``query_sic(now) -> array (Q,)`` (measured result SIC
         over the STW, ``now`` in Unix seconds); see the module docstring.
+    federation : the node's :class:`~spillway.federation.view.CoordinatorView` in a
+        federation (module docstring, "Federated base"), its ``query_ids`` the global index of
+        each of this node's queries; None (default): a single node.
     """
 
     def __init__(
@@ -627,6 +663,7 @@ class NodeController:
         clock: Callable[[], float] | None = None,
         epoch_s: float | None = None,
         coordinator: Any = None,
+        federation: CoordinatorView | None = None,
     ) -> None:
         if not isinstance(config, ControllerConfig):
             raise ConfigError(f"config must be a ControllerConfig, got {type(config).__name__}")
@@ -635,10 +672,20 @@ class NodeController:
         self.config = config
         self.policy = policy
         self.coordinator = coordinator
+        if federation is not None and not isinstance(federation, CoordinatorView):
+            raise ConfigError(
+                f"federation must be a CoordinatorView or None, got {type(federation).__name__}"
+            )
+        self.federation = federation
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
         self._build(plans)
+        if federation is not None and federation.query_ids.size != self.n_queries:
+            raise ConfigError(
+                f"the federation view lists {federation.query_ids.size} queries, the node runs "
+                f"{self.n_queries}: give CoordinatorView the global index of each of its queries"
+            )
         if epoch_s is not None:
             self._set_epoch(int(round(epoch_s * 1e6)))
         self._k_last = 0
@@ -786,6 +833,12 @@ class NodeController:
         self._admitted_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._arrived_n = QuerySicLedger(stw, n_queries=self.n_queries)
         self._tuple_sic = np.zeros(n_lanes)
+        #: Lanes whose tuples carry their own SIC (a federation link: Feed.carries_sic), and
+        #: the mean SIC a waiting tuple of each carried at the last decision that saw one.
+        self._lane_carries = np.array(
+            [bool(self._queries[q].feed.carries_sic) for q in lane_query], dtype=bool
+        )
+        self._carried_mean = np.zeros(n_lanes)
 
     def _plan(self, name: str) -> _PlanState:
         try:
@@ -1060,7 +1113,6 @@ class NodeController:
         tau = tau_us / 1e6
         self._push_slides(k)
         sic = self._stw.tuple_sic(self.lane_n_sources)
-        self._tuple_sic = sic
         qids = np.arange(self.n_queries)
         t0_us = self._query_t_us.copy()
         t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
@@ -1075,8 +1127,11 @@ class NodeController:
                 )
         count = np.maximum(arrived_end - self._decided, 0)
         lo = self._decided.copy()
+        sic = self._carried(sic, lo, arrived_end)
+        self._tuple_sic = sic
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
-        base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+        fed = self._federated_base(tau, mass_in)
+        base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
         capacity, cost, cap_tuples = self._capacity(count)
         est = self.cost_estimates()
         backlog = Backlog(
@@ -1166,6 +1221,11 @@ class NodeController:
             )
         adm = Admission(keep=keep)
         gain = adm.query_gain(backlog)
+        if self.federation is not None:  # the node's own admissions, for its projection
+            self.federation.record(
+                self.epoch_s + tau,
+                np.bincount(self.lane_query, weights=keep * sic, minlength=self.n_queries),
+            )
         self._record_masses(k, qids[advanced], t0_us, t1_us, lo, arrived_end, keep, sic)
         self._query_t_us = t1_us
         kept_q = np.bincount(self.lane_query, weights=keep, minlength=self.n_queries)
@@ -1464,6 +1524,22 @@ class NodeController:
             ),
         )
 
+    def _carried(self, sic: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """``sic`` with every link lane's entry replaced by the mean SIC its waiting tuples
+        ``[lo, hi)`` carry (module docstring, "Link lanes"); a link lane with nothing waiting
+        keeps the mean of the last decision that saw one of its tuples."""
+        if not self._lane_carries.any():
+            return sic
+        out = sic.copy()
+        for lane in np.flatnonzero(self._lane_carries).tolist():
+            n = int(hi[lane] - lo[lane])
+            if n > 0:
+                feed = self._queries[int(self.lane_query[lane])].feed
+                mass = feed.carried_sic(int(self.lane_source[lane]), int(lo[lane]), int(hi[lane]))
+                self._carried_mean[lane] = mass / n
+            out[lane] = self._carried_mean[lane]
+        return out
+
     def _push_slides(self, k: int) -> None:
         """Push every slide since the last decision into the STW counter (at most one STW)."""
         cfg = self.config
@@ -1583,6 +1659,19 @@ class NodeController:
         empty = norm <= 0
         norm = np.where(empty, 1.0, norm)
         return np.where(empty, 1.0, kept / norm), norm
+
+    def _federated_base(
+        self, tau: float, mass_in: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(base, norm)`` from the coordinator's last update projected over this node's own
+        shedding (module docstring, "Federated base"), or None to fall back to the local view
+        (no federation, no update yet, or a stale one: the view counts and logs it)."""
+        if self.federation is None:
+            return None
+        got = self.federation.base(self.epoch_s + tau)
+        if got is None:
+            return None
+        return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0)
 
     def _measured(self, until_s: np.ndarray) -> np.ndarray:
         """The query SIC recorded per interval: with a coordinator the measured Eq. 4 over the

@@ -31,7 +31,6 @@ Examples
 from __future__ import annotations
 
 import json
-import os
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -40,6 +39,7 @@ from typing import Any
 import pandas as pd
 
 from spillway.errors import InputDataError
+from spillway.files import replace_text
 from spillway.spark.source import LATE
 
 #: Rows kept in memory across batches (counts are always exact).
@@ -146,11 +146,7 @@ def _count(rows: pd.DataFrame, names: Sequence[str]) -> dict[str, dict[str, int]
 
 
 def _write_atomically(path: Path, rows: pd.DataFrame) -> None:
-    tmp = path.with_suffix(".tmp")
-    with tmp.open("w") as f:
-        for rec in rows.drop(columns=["query_id"]).to_dict("records"):
-            f.write(
-                json.dumps({k: (None if pd.isna(v) else v) for k, v in rec.items()}, default=str)
-                + "\n"
-            )
-    os.replace(tmp, path)
+    replace_text(path, "".join(
+        json.dumps({k: (None if pd.isna(v) else v) for k, v in rec.items()}, default=str) + "\n"
+        for rec in rows.drop(columns=["query_id"]).to_dict("records")
+    ))  # fmt: skip

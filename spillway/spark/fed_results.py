@@ -32,10 +32,13 @@ from typing import Any
 
 import numpy as np
 
-from spillway.errors import ConfigError, InputDataError
+from spillway.errors import ConfigError, ControlChannelError, InputDataError
+from spillway.events import ResultsEvent
 from spillway.federation.client import CoordinatorClient
 from spillway.federation.placement import LinkIn
 from spillway.federation.update import NodeUpdate
+from spillway.federation.view import CoordinatorView
+from spillway.files import replace_text
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,10 +91,7 @@ class ReportedBatches:
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Replace ``path`` with this record atomically (written aside, then renamed)."""
-        path = Path(path)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps({"batch": self.batch, "reported_sic": self.reported_sic}))
-        os.replace(tmp, path)
+        replace_text(path, json.dumps({"batch": self.batch, "reported_sic": self.reported_sic}))
 
 
 class ResultReporter:
@@ -106,6 +106,12 @@ class ResultReporter:
         (:class:`ReportedBatches`), e.g. in the query's checkpoint folder; None keeps them in
         memory only (a restarted node would report a replayed batch again). A crash between the
         coordinator's reply and the file's rename still reports that one batch twice.
+    view : the node's :class:`~spillway.federation.view.CoordinatorView`: every update the
+        coordinator returns is handed to it, for the node's controller to balance (THEMIS §6).
+        With a view, a report that cannot reach the coordinator does not fail the batch: the
+        view counts it (logged once), the batch's results wait for the next report (in memory:
+        a restart in between loses them for the coordinator), and the node falls back to its
+        local view once its last update is stale. Without one, the error is raised.
 
     Attributes
     ----------
@@ -129,10 +135,14 @@ class ResultReporter:
         *,
         clock: Callable[[], float],
         state: str | os.PathLike[str] | None = None,
+        view: CoordinatorView | None = None,
     ) -> None:
         if not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {clock!r}")
-        self.client, self.link, self.clock = client, link, clock
+        if view is not None and not isinstance(view, CoordinatorView):
+            raise ConfigError(f"view must be a CoordinatorView or None, got {type(view).__name__}")
+        self.client, self.link, self.clock, self.view = client, link, clock, view
+        self._waiting = (np.zeros(0), np.zeros(0))  # results not yet received (time, SIC)
         self.state = None if state is None else Path(state)
         done = ReportedBatches() if self.state is None else ReportedBatches.load(self.state)
         self.update: NodeUpdate | None = None
@@ -143,14 +153,27 @@ class ResultReporter:
         if batch_id <= self._last_batch:
             return  # a replay: reported already
         rows = df.groupBy("window_start").sum("sic").toPandas()
-        sic = rows.iloc[:, 1].to_numpy(dtype=np.float64) if len(rows) else np.zeros(0)
+        new = rows.iloc[:, 1].to_numpy(dtype=np.float64) if len(rows) else np.zeros(0)
         now = float(self.clock())
-        self.update = self.client.report(
-            sent=now,
-            result_time=np.full(sic.size, now),
-            query=np.full(sic.size, self.link.query_id, dtype=np.int64),
-            sic=sic,
-        )
+        times = np.concatenate([self._waiting[0], np.full(new.size, now)])
+        sic = np.concatenate([self._waiting[1], new])
+        try:
+            self.update = self.client.report(
+                sent=now,
+                result_time=times,
+                query=np.full(sic.size, self.link.query_id, dtype=np.int64),
+                sic=sic,
+            )
+        except ControlChannelError as exc:
+            if self.view is None:
+                raise
+            self.view.unreachable(str(exc))
+            self._waiting = (times, sic)
+            self._last_batch = int(batch_id)
+            return
+        self._waiting = (np.zeros(0), np.zeros(0))
+        if self.view is not None:
+            self.view.receive(self.update)
         self.reported_sic += float(sic.sum())
         self._last_batch = int(batch_id)
         if self.state is not None:
@@ -158,4 +181,101 @@ class ResultReporter:
             ReportedBatches(batch=self._last_batch, reported_sic=self.reported_sic).save(self.state)
 
 
-__all__ = ["ReportedBatches", "ResultReporter"]
+class NodeReporter:
+    """A spillway node's results reported to the coordinator, batch by batch (THEMIS §6).
+
+    The node hosting its queries' roots (:class:`spillway.spark.node.Node` with
+    ``federation=``) hands every new batch of its result store to this reporter (a
+    :class:`~spillway.spark.sink.ResultStore` listener: a batch Spark replays replaces its rows
+    and is not handed again). Each batch is summed per query and window and reported with the
+    queries' global indices (:meth:`CoordinatorClient.report`, Eq. 4 on the service's side);
+    a batch without results is a heartbeat. The update that comes back goes to :attr:`view`,
+    whose projection the node's controller balances. A report that does not reach the
+    coordinator is counted by the view (logged once) and its results are sent with the next.
+
+    Parameters
+    ----------
+    client : the node's :class:`CoordinatorClient`.
+    view : the node's :class:`~spillway.federation.view.CoordinatorView`; its ``query_ids``
+        map the node's query ids to the federation's.
+    clock : the node's clock (seconds), the results' production time; None until the node
+        sets it (:class:`~spillway.spark.node.Node` gives its controller's ``now``).
+
+    Raises
+    ------
+    ConfigError
+        ``view`` is not a CoordinatorView, or ``clock`` is given and not callable.
+
+    Examples
+    --------
+    >>> from spillway.quality.sic import StwConfig
+    >>> view = CoordinatorView([3, 0], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0)
+    >>> rep = NodeReporter(None, view)  # a node's client in practice
+    >>> rep.view.query_ids.tolist(), rep.reports
+    ([3, 0], 0)
+    """
+
+    def __init__(
+        self,
+        client: CoordinatorClient,
+        view: CoordinatorView,
+        *,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        if not isinstance(view, CoordinatorView):
+            raise ConfigError(f"view must be a CoordinatorView, got {type(view).__name__}")
+        if clock is not None and not callable(clock):
+            raise ConfigError(f"clock must be a callable returning seconds, got {clock!r}")
+        self.client, self.view, self.clock = client, view, clock
+        #: Reports that reached the coordinator, and the SIC reported so far.
+        self.reports = 0
+        self.reported_sic = 0.0
+        self._waiting = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+
+    @property
+    def waiting_sic(self) -> float:
+        """SIC of results not yet received by the coordinator (its reports failed)."""
+        return float(self._waiting[2].sum())
+
+    def __call__(self, event: ResultsEvent) -> None:
+        if self.clock is None:
+            raise ConfigError("the reporter has no clock yet: give one, or run it in a Node")
+        now = float(self.clock())
+        q_local = np.asarray(event.query_id, dtype=np.int64)
+        if q_local.size and event.sic is None:
+            raise InputDataError(
+                f"batch {event.batch_id} of plan {event.plan!r} has results without a sic "
+                "column: the coordinator sums the SIC of result rows"
+            )
+        if q_local.size and (q_local.min() < 0 or q_local.max() >= self.view.query_ids.size):
+            raise InputDataError(
+                f"batch {event.batch_id} has query ids {sorted(set(q_local.tolist()))}, the view "
+                f"maps {self.view.query_ids.size} queries: build it with the node's queries"
+            )
+        sic = np.zeros(0) if event.sic is None else np.asarray(event.sic, dtype=np.float64)
+        # one entry per (query, window): a TOP-5 window's rows summed
+        keys = (
+            np.stack([q_local.astype(np.float64), event.window_start_s]) if q_local.size else None
+        )
+        q_new: np.ndarray = np.zeros(0, dtype=np.int64)
+        s_new: np.ndarray = np.zeros(0)
+        if keys is not None:
+            uniq, inv = np.unique(keys, axis=1, return_inverse=True)
+            q_new = self.view.query_ids[uniq[0].astype(np.int64)]
+            s_new = np.bincount(inv.ravel(), weights=sic, minlength=uniq.shape[1])
+        times = np.concatenate([self._waiting[0], np.full(s_new.size, now)])
+        query = np.concatenate([self._waiting[1], q_new])
+        total = np.concatenate([self._waiting[2], s_new])
+        try:
+            update = self.client.report(sent=now, result_time=times, query=query, sic=total)
+        except ControlChannelError as exc:
+            self.view.unreachable(str(exc))
+            self._waiting = (times, query, total)
+            return
+        self._waiting = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+        self.reports += 1
+        self.reported_sic += float(total.sum())
+        self.view.receive(update)
+
+
+__all__ = ["NodeReporter", "ReportedBatches", "ResultReporter"]

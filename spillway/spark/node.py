@@ -89,7 +89,6 @@ from __future__ import annotations
 import contextlib
 import json
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -110,6 +109,7 @@ from spillway.errors import ConfigError, RunFailedError, SpillwayError
 from spillway.events import Observer, bind_phase
 from spillway.feeds import make_feed
 from spillway.feeds.base import Feed
+from spillway.files import replace_text
 from spillway.policies.base import Policy
 from spillway.progress import report
 from spillway.quality import jain_index
@@ -118,6 +118,7 @@ from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
 from spillway.spark.coordinator import QueryCoordinator
 from spillway.spark.dead_letters import DeadLetters
+from spillway.spark.fed_results import NodeReporter
 from spillway.spark.listener import ProgressListener
 from spillway.spark.observed import observe_source
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
@@ -216,9 +217,7 @@ def sink_lineage(root: Path, query: str) -> str:
     known = json.loads(path.read_text()) if path.exists() else {}
     if query not in known:
         known[query] = uuid.uuid4().hex[:12]
-        aside = path.with_name(f".{path.name}.tmp")
-        aside.write_text(json.dumps(known, indent=1, sort_keys=True))
-        os.replace(aside, path)
+        replace_text(path, json.dumps(known, indent=1, sort_keys=True))
     return str(known[query])
 
 
@@ -258,6 +257,12 @@ class Node:
     keep_source_mass : keep every SIC-mass record of the run (the coordinator's archive), so
         that after the run each result window's SIC can be set against the mass that arrived
         in it (:mod:`spillway.run_exact`); off by default (it grows with the run).
+    federation : a :class:`~spillway.spark.fed_results.NodeReporter` when the node is part of
+        a federation and its queries are their queries' roots: every new batch of results is
+        reported to the query coordinator with it (as query results: not for a node whose
+        results are partial, an upstream fragment's), and the controller balances the view it keeps (the coordinator's values projected
+        over this node's shedding, THEMIS §6; the local view while it has none). Its clock,
+        when not given, is the controller's. None (default): a single node.
     """
 
     def __init__(
@@ -272,6 +277,7 @@ class Node:
         on_batch: Callable[[str, int], None] | None = None,
         log_level: str | None = None,
         keep_source_mass: bool = False,
+        federation: NodeReporter | None = None,
     ) -> None:
         if not isinstance(config, NodeConfig):
             raise ConfigError(f"config must be a NodeConfig, got {type(config).__name__}")
@@ -300,6 +306,11 @@ class Node:
         if not isinstance(keep_source_mass, bool):
             raise ConfigError(f"keep_source_mass must be True or False, got {keep_source_mass!r}")
         self._keep_source_mass = keep_source_mass
+        if federation is not None and not isinstance(federation, NodeReporter):
+            raise ConfigError(
+                f"federation must be a NodeReporter or None, got {type(federation).__name__}"
+            )
+        self.federation = federation
         if spark is not None and log_level is not None:
             spark.sparkContext.setLogLevel(log_level)
         config.check_feeds()  # a bad feed, option or file fails here, before Spark starts
@@ -502,6 +513,7 @@ class Node:
             clock=self._clock_fn,
             epoch_s=self._epoch_s,
             coordinator=coordinator,
+            federation=None if self.federation is None or calibrating else self.federation.view,
         )
         for plan, state in self._carry_costs.items():
             controller.set_cost_state(plan, state)
@@ -510,6 +522,10 @@ class Node:
                 _calibration_hold(controller) if vary else (lambda k_last, k: False)
             )
         self._controller = controller
+        if self.federation is not None and not calibrating:
+            if self.federation.clock is None:
+                self.federation.clock = controller.now
+            self.store.listeners.append(self.federation)
         if self.observers:
             controller.observers.append(bind_phase(self.observers, phase))
             self.store.listeners.append(bind_phase(self.observers, phase))

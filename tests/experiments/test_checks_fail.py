@@ -234,10 +234,16 @@ ROWS: list[Row] = [
               "no workload measured", "experiments/test_cod_latency.py::"
               "test_a_missing_mode_fails_and_no_run_is_not_applicable"),
     # ---------------------------------------- dilos
-    elsewhere("dilos", "higher_class_never_loses_more class3_loss_lower_with_dilos", FAIL,
-              "class 1 loses 0.3 against class 2's 0.1 with DILoS, and class 3 loses 0.3 with "
-              "DILoS against 0.2 with separate managers",
+    elsewhere("dilos", "higher_class_never_loses_more class3_loss_lower_with_dilos "
+              "class3_loss_lower_with_dilos_sd_p no_manager_misses_class3_target", FAIL,
+              "class 1 loses 0.3 against class 2's 0.1 with DILoS; class 3 loses 0.3 with "
+              "DILoS against 0.2 with separate managers on SD_c, 0.15 against 0.1 on SD_p; "
+              "with no manager class 3's p95 is 3 s against D = 5 s",
               "experiments/test_dilos.py::test_report_from_measured_records"),
+    Row("dilos", ("higher_class_never_loses_more", "class3_loss_lower_with_dilos",
+                  "class3_loss_lower_with_dilos_sd_p", "no_manager_misses_class3_target"), NA,
+        "no run measured", lambda: dl.checks(dl.make_config(quick=True), []),
+        why="no ", tag="-empty"),
     Row("dilos", ("higher_class_lower_latency",), NA,
         "any run: the classes are lanes of one plan and share micro-batches",
         lambda: dl.checks(dl.make_config(quick=True), []), why="share micro-batches"),

@@ -10,48 +10,91 @@ from spillway.errors import ConfigError
 from spillway.experiments import dilos as dl
 
 
-def _measured(config, manager, losses, rt=1.0):
+def _measured(config, manager, losses, rt=1.0, inp="SD_c"):
     recs = [
         {"t": float(t), "class": c, "arrived": 100, "dropped": int(100 * losses[c - 1]),
          "processed": 50, "response_time_s": rt * c, "capacity": 0.1 * c}
         for t in range(0, 40)
         for c in (1, 2, 3)
     ]  # fmt: skip
-    return {"name": f"{config}-{manager}", "config": config, "manager": manager, "rate": 9e3,
-            "records": recs}  # fmt: skip
+    return {"name": dl.run_name(config, manager, inp), "config": config, "manager": manager,
+            "input": inp, "rate": 9e3, "records": recs}  # fmt: skip
 
 
 def test_config_errors():
-    with pytest.raises(ConfigError, match="configs and managers must each name at least one"):
+    with pytest.raises(ConfigError, match="configs .* and managers must each name at least one"):
         dl.DilosExperimentConfig(managers=())
+    with pytest.raises(ConfigError, match="configs .* and managers must each name at least one"):
+        dl.DilosExperimentConfig(configs=(), pareto_configs=())
+    with pytest.raises(ConfigError, match="pareto_configs must name configurations of none, "):
+        dl.DilosExperimentConfig(pareto_configs=("dilos-shared",))
     with pytest.raises(ConfigError, match=r"class_rates needs one share per class \(3\)"):
         dl.DilosExperimentConfig(class_rates=(0.5, 0.5))  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match=r"class_rates\[2\] must be a finite number > 0"):
         dl.DilosExperimentConfig(class_rates=(0.5, 0.5, 0.0))
+    with pytest.raises(ConfigError, match="pareto_epoch_s must be a finite number > 0"):
+        dl.DilosExperimentConfig(pareto_epoch_s=0.0)
     with pytest.raises(ConfigError, match="warmup_s must be a finite number >= 0 and < 40"):
         dl.DilosExperimentConfig(duration_s=40.0, warmup_s=40.0)
     with pytest.raises(ConfigError, match="unknown load manager 'pid'"):
         dl.DilosExperimentConfig(managers=("pid",))
 
 
+def test_each_configuration_maps_to_a_layout_and_sd_p_is_seeded_pareto():
+    cfg = dl.make_config(quick=True, seed=4)
+    layouts = {c: cfg.node("aurora", c).class_control() for c in cfg.configs}
+    assert {c: (cc.layout, cc.dilos) for c, cc in layouts.items()} == {
+        "none": ("none", False), "common": ("common", False),
+        "separate": ("per-class", False), "dilos": ("per-class", True),
+    }  # fmt: skip
+    sd_p = cfg.node("aurora", "dilos", "SD_p")
+    c3 = sd_p.queries[2]
+    assert c3.profile_options["ranges"] == [[300 / 950, 800 / 950]]
+    assert c3.profile_options["slot_s"] == cfg.trigger_s and sd_p.seed == 4
+    assert sd_p.queries[0].profile_options["epoch_s"] == cfg.pareto_epoch_s
+    assert cfg.runs()[-2:] == [("separate", "SD_p"), ("dilos", "SD_p")]
+
+
 def test_report_from_measured_records(tmp_path):
     cfg = dl.make_config(quick=True)
-    measured = [_measured("separate", "aurora", (0.0, 0.0, 0.8)),
-                _measured("dilos", "aurora", (0.0, 0.1, 0.3))]  # fmt: skip
+    measured = [_measured("none", "aurora", (0.0, 0.0, 0.0), rt=4.0),
+                _measured("common", "aurora", (0.3, 0.3, 0.3)),
+                _measured("separate", "aurora", (0.0, 0.0, 0.8)),
+                _measured("dilos", "aurora", (0.0, 0.1, 0.3)),
+                _measured("separate", "aurora", (0.0, 0.0, 0.2), inp="SD_p"),
+                _measured("dilos", "aurora", (0.0, 0.0, 0.1), inp="SD_p")]  # fmt: skip
     s = dl.EXPERIMENT.write(cfg, measured, tmp_path)
     by = {r["name"]: r for r in s["configs"]}
-    assert by["dilos-aurora"]["class_loss"] == {"1": 0.0, "2": 0.1, "3": 0.3}
-    assert by["separate-aurora"]["class_latency_p95_s"] == {"1": 1.0, "2": 2.0, "3": 3.0}
+    assert by["dilos-aurora-SD_c"]["class_loss"] == {"1": 0.0, "2": 0.1, "3": 0.3}
+    assert by["separate-aurora-SD_c"]["class_latency_p95_s"] == {"1": 1.0, "2": 2.0, "3": 3.0}
+    assert by["dilos-aurora-SD_p"]["paper_class_loss"] == {"1": 0.0, "2": 0.0023, "3": 0.023}
     verdicts = {c["name"]: c["verdict"] for c in s["checks"]}
     assert verdicts == {
         "higher_class_never_loses_more": "pass",
         "class3_loss_lower_with_dilos": "pass",
+        "class3_loss_lower_with_dilos_sd_p": "pass",
+        "no_manager_misses_class3_target": "pass",
         "higher_class_lower_latency": "not applicable",
     }
-    worse = [_measured("separate", "aurora", (0.0, 0.0, 0.2)),
-             _measured("dilos", "aurora", (0.3, 0.1, 0.3))]  # fmt: skip
+    report = (tmp_path / "report.md").read_text()
+    assert "not reproduced: the Spark node has no operator sharing" in report
+    assert "85.37" in report and "8.53" in report
+    worse = [_measured("none", "aurora", (0.0, 0.0, 0.0), rt=1.0),
+             _measured("separate", "aurora", (0.0, 0.0, 0.2)),
+             _measured("dilos", "aurora", (0.3, 0.1, 0.3)),
+             _measured("separate", "aurora", (0.0, 0.0, 0.1), inp="SD_p"),
+             _measured("dilos", "aurora", (0.0, 0.0, 0.15), inp="SD_p")]  # fmt: skip
     verdicts = {c.name: c.verdict for c in dl.checks(cfg, [dl.summarise(cfg, m) for m in worse])}
     assert verdicts["higher_class_never_loses_more"] == "fail"
     assert verdicts["class3_loss_lower_with_dilos"] == "fail"
+    assert verdicts["class3_loss_lower_with_dilos_sd_p"] == "fail"
+    assert verdicts["no_manager_misses_class3_target"] == "fail"  # p95 3 s against D = 5 s
     assert json.loads((tmp_path / "summary.json").read_text())["configs"][0]["name"]
     assert (tmp_path / "class_loss.png").exists() and (tmp_path / "report.md").exists()
+
+
+def test_the_common_manager_and_no_manager_are_not_held_to_the_priority_order():
+    cfg = dl.make_config(quick=True)
+    runs = [dl.summarise(cfg, _measured("common", "aurora", (0.4219, 0.4215, 0.4224)))]
+    (order,) = [c for c in dl.checks(cfg, runs) if c.name == "higher_class_never_loses_more"]
+    assert order.verdict == "not applicable"

@@ -175,7 +175,7 @@ def test_a_bad_sic_column_is_one_line(opts, column, match):
         _feed(**opts, sic_column=column)
 
 
-def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics):
+def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics, monkeypatch):
     """An upstream node's shed output (each row with its SIC, written by a LinkWriter) read as
     a downstream lane that sheds again: the kept rows carry their own SIC, so the lane's SIC is
     the upstream SIC times the downstream keep ratio (THEMIS Eq. 3 across nodes)."""
@@ -201,6 +201,14 @@ def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics):
                  sic_column="sic")  # fmt: skip
     for p in (0, 1):
         np.testing.assert_allclose(feed.records(p, np.arange(40))["sic"], carried[p])
+    # what the node's controller prices a link lane with: the SIC its waiting rows carry
+    assert feed.carries_sic
+    assert feed.carried_sic(1, 5, 25) == pytest.approx(carried[1][5:25].sum())
+    assert feed.carried_sic(0, 7, 7) == 0.0
+    import spillway.kafka.feed as kafka_feed
+
+    monkeypatch.setattr(kafka_feed, "CARRIED_SAMPLE", 8)  # a long range: an even sample, scaled
+    assert feed.carried_sic(0, 0, 40) == pytest.approx(0.5 * 0.4)
     # Downstream: each lane keeps 10 of its 40 rows (ratio 0.25).
     part = SpillwayPartition(plan="q", seed=3, epoch_us=0, feeds=(FeedSpec.of(feed).dump(),),
         query_id=np.array([0, 0], np.int32), source_id=np.array([0, 1], np.int32),

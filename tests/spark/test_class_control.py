@@ -42,6 +42,10 @@ def test_config_errors_name_the_setting():
         ClassControlConfig(manager="aloma", query_class=(1,), settings=[1])  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="capacity must be a finite number > 0"):
         ClassControlConfig(manager="aloma", query_class=(1,), settings={"capacity": 0})
+    with pytest.raises(ConfigError, match="layout must be one of per-class, common, none"):
+        ClassControlConfig(manager="aloma", query_class=(1,), layout="shared")
+    with pytest.raises(ConfigError, match="dilos .* needs layout 'per-class'.*set dilos false"):
+        ClassControlConfig(manager="aloma", query_class=(1,), layout="common")
     with pytest.raises(ConfigError, match="target_intervals must be a finite number > 0"):
         ClassControlConfig(manager="aloma", query_class=(1,), target_intervals=(3, 0, 5))
     with pytest.raises(ConfigError, match="query_class gives 1 classes for a node of 3 queries"):
@@ -136,3 +140,37 @@ def test_dilos_lends_class_one_s_unused_capacity_to_class_three():
     assert without == pytest.approx([0.18, 0.09, 0.03])
     assert with_dilos[2] > without[2]
     assert sum(with_dilos) == pytest.approx(sum(without))
+
+
+def _layout(layout: str, capacity: float = 0.2):
+    cc = ClassControlConfig(
+        manager="aurora", query_class=(1, 2, 3), settings={"capacity": capacity},
+        dilos=False, layout=layout,
+    )  # fmt: skip
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, class_control=cc)
+    c = NodeController(cfg, _plans(), make_policy("dilos", seed=1), epoch_s=100.0)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    return c
+
+
+def test_common_manager_drops_the_same_fraction_of_every_class():
+    c = _layout("common")
+    drops = {r["class"]: r["drop"] for r in c.class_control.records}
+    assert drops[1] == drops[2] == drops[3] > 0
+    h = c.history()[-1]
+    for q in ("qa", "qb", "qc"):
+        kept = h.query_admitted[q] / h.query_arrived[q]
+        assert kept == pytest.approx(1 - drops[1], abs=0.05), q
+    caps = c.class_control.capacities
+    assert caps == [pytest.approx(0.2)] * 3  # the node's H, not a class's share
+    per_class = _layout("per-class")
+    assert [r["drop"] for r in per_class.class_control.records][0] < drops[1]
+
+
+def test_no_manager_sheds_nothing():
+    c = _layout("none")
+    h = c.history()[-1]
+    assert h.admitted_tuples == h.arrived_tuples > 0
+    assert all(r["drop"] == 0.0 for r in c.class_control.records)
+    assert all(np.isnan(x) for x in c.class_control.capacities)
+    assert c.class_control.summary()["layout"] == "none"

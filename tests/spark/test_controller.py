@@ -54,7 +54,7 @@ def _plans(rate_a=40.0, rate_b=20.0):
     return [a, b]
 
 
-def _controller(capacity=None, clock="logical", policy=None, plans=None, **kw):
+def _controller(capacity=None, clock="logical", policy=None, plans=None, federation=None, **kw):
     cfg = ControllerConfig(clock=clock, stw_s=4.0, capacity_tuples=capacity, seed=9, **kw)
     return NodeController(
         cfg,
@@ -62,6 +62,7 @@ def _controller(capacity=None, clock="logical", policy=None, plans=None, **kw):
         policy or RandomShare(),
         epoch_s=100.0,
         clock=kw.pop("clock_fn", None),
+        federation=federation,
     )
 
 
@@ -505,6 +506,109 @@ def test_a_decision_over_several_windows_records_each_windows_own_mass():
     c.latest_offset("avg", off)  # acknowledges the batch: processed through 4 s
     assert coord.query_sic(105.2)[0] == pytest.approx(1.0)  # [2, 4): half the rate, all kept
     assert coord.account.mass("arrived", 0.0, 2.0)[0] == pytest.approx(200 * sic)
+
+
+def _link_plan() -> list[PlanSpec]:
+    """One query over a link with two lanes: lane 0's rows each carry 0.004 of the query's
+    SIC (an upstream fragment that lost most), lane 1's 0.04 (one that kept much)."""
+    times = [list(np.arange(0.05, 1.0, 0.1)) for _ in range(2)]
+    feed = ListFeed(
+        times=times, values=[[0.0] * 10] * 2, sic=[[0.004] * 10, [0.04] * 10]
+    )  # fmt: skip
+    return [PlanSpec(name="avg", kind="avg", window_s=1.0,
+                     queries=(PlanQuery(query_id=0, name="q", feed=feed),))]  # fmt: skip
+
+
+def test_a_link_lane_is_priced_with_the_sic_its_rows_carry() -> None:
+    """Fails on the source-shaped price (Eq. 1 over the downstream arrivals: 1/20 a row on
+    both lanes, so BALANCE-SIC takes lane 0 first, in lane order): with the carried SIC it
+    keeps the lane whose rows carry ten times more (Alg. 1, highest SIC first in the query)."""
+    from spillway.policies import make_policy
+
+    c = _controller(capacity=10, policy=make_policy("balance-sic", seed=0), plans=_link_plan())
+    adm = c.decide(1)
+    assert adm.keep.tolist() == [0, 10]
+    np.testing.assert_allclose(c.stw_view()["tuple_sic"], [0.004, 0.04])
+    # the SIC the query keeps is what the kept rows carry: 10 x 0.04 of the 0.44 that arrived
+    rec = c.history()[-1]
+    assert rec.query_sic_projected["q"] == pytest.approx(0.4 / 0.44)
+
+
+def test_a_feed_without_carried_sic_refuses_to_price_it() -> None:
+    feed = ListFeed(times=[[0.1]], values=[[1.0]])
+    assert not feed.carries_sic
+    with pytest.raises(ConfigError, match="carries no SIC of its own"):
+        feed.carried_sic(0, 0, 1)
+    with pytest.raises(ConfigError, match="sic needs one list per source"):
+        ListFeed(times=[[0.1]], values=[[1.0]], sic=[[0.1, 0.2]])
+    with pytest.raises(ConfigError, match="sic must hold finite SIC values >= 0"):
+        ListFeed(times=[[0.1]], values=[[1.0]], sic=[[-0.1]])
+
+
+def _two_links(sic0: float = 0.02, sic1: float = 0.09) -> list[PlanSpec]:
+    """Two queries, each one link lane of 10 rows in the first second: query 0's rows carry
+    0.02 each (its upstream kept 0.2 of its SIC), query 1's 0.09 (0.9 kept upstream)."""
+    times = [list(np.arange(0.05, 1.0, 0.1))]
+    qs = tuple(
+        PlanQuery(query_id=i, name=f"q{i}",
+                  feed=ListFeed(times=times, values=[[0.0] * 10], sic=[[s] * 10]))
+        for i, s in enumerate((sic0, sic1))
+    )  # fmt: skip
+    return [PlanSpec(name="avg", kind="avg", window_s=1.0, queries=qs)]
+
+
+def _view_with(as_of: float, sic: tuple[float, float]):
+    from spillway.federation.update import NodeUpdate
+    from spillway.federation.view import CoordinatorView
+    from spillway.quality.sic import StwConfig
+
+    view = CoordinatorView([7, 3], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0)
+    view.receive(NodeUpdate(node=1, as_of=as_of, queries=np.array([3, 7]),
+                            sic=np.array(sic[::-1]), ceiling=np.ones(2), lost_nodes=(),
+                            orphaned=np.array([], dtype=np.int64)))  # fmt: skip
+    return view
+
+
+def test_the_coordinators_values_decide_where_the_local_view_splits_evenly() -> None:
+    """Local view: each query's kept share of what reached the node, equal for both, so
+    BALANCE-SIC keeps half of each. With the coordinator saying query 0's results carry 0.1
+    of its SIC and query 1's 0.45, query 0 is the poorer and gets the capacity (THEMIS §6)."""
+    from spillway.policies import make_policy
+
+    local = _controller(capacity=10, policy=make_policy("balance-sic", seed=0),
+                        plans=_two_links())  # fmt: skip
+    assert local.decide(1).keep.tolist() == [5, 5]
+    view = _view_with(100.0, (0.1, 0.45))
+    fed = _controller(capacity=10, policy=make_policy("balance-sic", seed=0),
+                      plans=_two_links(), federation=view)  # fmt: skip
+    assert fed.decide(1).keep.tolist() == [10, 0]
+    assert view.counters()["used"] == 1
+    # projected: 0.1 + 10 x 0.02 for query 0, 0.45 for query 1
+    rec = fed.history()[-1]
+    assert rec.query_sic_projected == pytest.approx({"q0": 0.3, "q1": 0.45})
+    # the decision's admissions are in the view's projection (global ids 7 and 3)
+    np.testing.assert_allclose(view.projection.own(102.0), [0.2, 0.0])
+
+
+def test_a_stale_coordinator_update_falls_back_to_the_local_view() -> None:
+    from spillway.policies import make_policy
+
+    view = _view_with(90.0, (0.1, 0.45))  # 11 s before the decision, stale_s = 2
+    fed = _controller(capacity=10, policy=make_policy("balance-sic", seed=0),
+                      plans=_two_links(), federation=view)  # fmt: skip
+    assert fed.decide(1).keep.tolist() == [5, 5]
+    assert view.counters()["fallbacks"] == 1
+
+
+def test_a_federation_view_must_fit_the_node() -> None:
+    from spillway.federation.view import CoordinatorView
+    from spillway.quality.sic import StwConfig
+
+    with pytest.raises(ConfigError, match="federation must be a CoordinatorView"):
+        _controller(plans=_two_links(), federation=object())
+    view = CoordinatorView([0], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=1.0)
+    with pytest.raises(ConfigError, match="the federation view lists 1 queries, the node runs 2"):
+        _controller(plans=_two_links(), federation=view)
 
 
 class _RacingLog(ListFeed):
