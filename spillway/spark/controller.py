@@ -839,6 +839,10 @@ class NodeController:
         self.lane_query = np.array(lane_query, dtype=np.int64)
         self.lane_source = np.array(lane_source, dtype=np.int64)
         self.lane_plan = np.array(lane_plan, dtype=np.int64)
+        #: Lanes of a log (read as their kept runs: shed records are never fetched).
+        self._lane_log = np.array(
+            [bool(getattr(self._queries[q].feed, "log", False)) for q in lane_query], dtype=bool
+        )
         self._plan_names = [p.name for p in plans]
         self._lane_plan_names = [self._plan_names[i] for i in lane_plan]
         #: Every lane's key (:func:`~spillway.spark.source.lane_key`): a bounded group read
@@ -1848,12 +1852,16 @@ class NodeController:
         est = self.cost_estimates()
         per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
         running = [self._plan_names[i] for i in np.flatnonzero(per_plan > 0)]
+        # a log's shed records are never read unless a per-group policy reads its whole range
+        # (as in observe_batch): only the arrivals that are read cost their per-arrived time
+        scanned = count if self.policy.needs_groups else np.where(self._lane_log, 0, count)
+        read = np.bincount(self.lane_plan, weights=scanned, minlength=len(self._plan_names))
         budget = node_budget(
             est,
             interval_s=cfg.trigger_s * self._span,
             headroom=cfg.headroom,
             running=running or None,
-            arrived={self._plan_names[i]: float(n) for i, n in enumerate(per_plan)},
+            arrived={self._plan_names[i]: float(n) for i, n in enumerate(read)},
         )
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
@@ -1998,11 +2006,7 @@ class NodeController:
         never fetched (:func:`_covered`)."""
         with self._lock:
             st = self._plan(plan)
-            unread = [
-                bool(getattr(self._queries[int(self.lane_query[j])].feed, "log", False))
-                for j in st.lanes
-            ]
-            arrived = _covered(start_offset, end_offset, unread)
+            arrived = _covered(start_offset, end_offset, self._lane_log[st.lanes].tolist())
             arrived = None if arrived is None or arrived < int(rows) else arrived
             st.cost = observe(
                 self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived

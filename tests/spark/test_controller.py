@@ -659,3 +659,30 @@ def test_a_logs_shed_records_are_not_arrivals_of_the_cost_model():
                         end_offset=end, start_offset=start)  # fmt: skip
         start = end
     assert c.cost_estimates()["avg"].per_arrived_s == 0.0
+
+
+def test_a_decision_charges_no_per_arrived_time_for_a_logs_unread_records():
+    # Both nodes learned 0.1 s a batch, 1e-5 s a kept tuple and 2e-6 s an arrived one (a
+    # generated plan); on a log, the shed records are never read, so more can be kept.
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
+    learner = _controller(cost_model=cm, capacity_reach=None)
+    start = learner.initial_offset("avg")
+    lanes = len(start["end"])
+    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
+        end = dict(start, b=start["b"] + 1, end=[e + came // lanes for e in start["end"]])
+        learner.observe_batch("avg", rows=kept, end_offset=end, start_offset=start,
+                              duration_s=0.1 + 1e-5 * kept + 2e-6 * (came // lanes) * lanes)  # fmt: skip
+        start = end
+    state = learner.cost_states()["avg"]
+    admitted = {}
+    for feed_type in (ListFeed, _Log):
+        times = [list(np.arange(0.0, 30.0, 1e-5))]  # 100,000 tuples a second
+        plan = PlanSpec(name="avg", kind="avg", window_s=1.0, queries=(
+            PlanQuery(query_id=0, name="q", feed=feed_type(times=times, values=[[1.0] * len(times[0])])),
+        ))  # fmt: skip
+        c = _controller(cost_model=cm, capacity_reach=None, plans=[plan])
+        c.set_cost_state("avg", state)
+        c.latest_offset("avg", c.initial_offset("avg"))
+        admitted[feed_type.__name__] = c.history()[-1].admitted_tuples
+    # 100,000 arrivals: 0.2 s of per-arrived time on a generated lane, none on a log
+    assert admitted["_Log"] > admitted["ListFeed"] * 1.2, admitted
