@@ -1855,14 +1855,27 @@ class NodeController:
         # a log's shed records are never read unless a per-group policy reads its whole range
         # (as in observe_batch): only the arrivals that are read cost their per-arrived time
         scanned = count if self.policy.needs_groups else np.where(self._lane_log, 0, count)
-        read = np.bincount(self.lane_plan, weights=scanned, minlength=len(self._plan_names))
-        budget = node_budget(
-            est,
-            interval_s=cfg.trigger_s * self._span,
-            headroom=cfg.headroom,
-            running=running or None,
-            arrived={self._plan_names[i]: float(n) for i, n in enumerate(read)},
-        )
+
+        def budget_for(scanned: np.ndarray) -> Any:
+            read = np.bincount(self.lane_plan, weights=scanned, minlength=len(self._plan_names))
+            return node_budget(
+                est,
+                interval_s=cfg.trigger_s * self._span,
+                headroom=cfg.headroom,
+                running=running or None,
+                arrived={self._plan_names[i]: float(n) for i, n in enumerate(read)},
+            )
+
+        budget = budget_for(scanned)
+        if self.policy.needs_groups and cfg.group_read is not None:
+            # a bounded group read (_group_read) reads about group_read x the capacity of the
+            # generated lanes, not all they hold: charged for all, the capacity came out low
+            first = budget.available_s / max(
+                float(np.mean([budget.per_tuple_s[p] for p in self._plan_names])), 1e-12
+            )
+            bounded = self._group_read(count, first, False)
+            if bounded is not None:
+                budget = budget_for(np.where(self._readable, bounded, scanned))
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
         if total > 0:

@@ -686,3 +686,34 @@ def test_a_decision_charges_no_per_arrived_time_for_a_logs_unread_records():
         admitted[feed_type.__name__] = c.history()[-1].admitted_tuples
     # 100,000 arrivals: 0.2 s of per-arrived time on a generated lane, none on a log
     assert admitted["_Log"] > admitted["ListFeed"] * 1.2, admitted
+
+
+def test_a_bounded_group_read_is_charged_for_what_it_reads():
+    # CoD reads about group_read x the capacity of a generated lane under overload; charging
+    # the per-arrived time of every arrival as well made its capacity too low.
+    from spillway.policies import make_policy
+
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
+    learner = _controller(cost_model=cm, capacity_reach=None)
+    start = learner.initial_offset("avg")
+    lanes = len(start["end"])
+    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
+        end = dict(start, b=start["b"] + 1, end=[e + came // lanes for e in start["end"]])
+        learner.observe_batch("avg", rows=kept, end_offset=end, start_offset=start,
+                              duration_s=0.1 + 1e-5 * kept + 2e-6 * (came // lanes) * lanes)  # fmt: skip
+        start = end
+    state = learner.cost_states()["avg"]
+    capacity = {}
+    for group_read in (None, 2.0):
+        times = [list(np.arange(0.0, 3.0, 2e-6))]  # 500,000 tuples a second: 10x overload
+        feed = ListFeed(times=times, values=[[1.0] * len(times[0])], keys=[[7] * len(times[0])])
+        plan = PlanSpec(name="avg", kind="group_avg", window_s=1.0,
+                        queries=(PlanQuery(query_id=0, name="q", feed=feed),))  # fmt: skip
+        c = _controller(cost_model=cm, capacity_reach=None, plans=[plan], policy=make_policy("cod"),
+                        group_read=group_read)  # fmt: skip
+        c.set_cost_state("avg", state)
+        c.latest_offset("avg", c.initial_offset("avg"))
+        capacity[group_read] = c.history()[-1].capacity_tuples
+    # every arrival charged: 500,000 x 2e-6 s = 1 s, more than the interval; bounded: about
+    # twice the capacity read
+    assert capacity[2.0] > 2 * max(capacity[None], 1.0), capacity
