@@ -442,23 +442,29 @@ def test_one_plan_of_several_kinds_gets_every_lane_and_one_cost_model():
     assert list(c.cost_estimates()) == ["mixed"]  # lanes of one plan share one per-tuple cost
 
 
+#: (kept, arrived) per batch of the cost-model tests: sizes that separate the model's terms.
+_BATCHES = [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8
+
+
+def _learn(c, per_arrived_s):
+    """Feed plan ``avg`` of ``c`` batches of 0.1 s + 1e-5 s a kept tuple + ``per_arrived_s``
+    an arrived one (kept or shed); its cost model state."""
+    start = c.initial_offset("avg")
+    lanes = len(start["end"])
+    for kept, came in _BATCHES:
+        per_lane = came // lanes
+        end = dict(start, b=start["b"] + 1, end=[e + per_lane for e in start["end"]])
+        c.observe_batch("avg", rows=kept, end_offset=end, start_offset=start,
+                        duration_s=0.1 + 1e-5 * kept + per_arrived_s * per_lane * lanes)  # fmt: skip
+        start = end
+    return c.cost_states()["avg"]
+
+
 def test_arrived_tuples_enter_the_cost_model_and_the_budget():
     # Batches that shed: every tuple their offsets cover (kept or not) costs 2e-6 s.
     cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
     c = _controller(cost_model=cm, capacity_reach=None)
-    start = c.initial_offset("avg")
-    lanes = len(start["end"])
-    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
-        end = dict(start, b=start["b"] + 1, end=[e + came // lanes for e in start["end"]])
-        covered = (came // lanes) * lanes
-        c.observe_batch(
-            "avg",
-            rows=kept,
-            duration_s=0.1 + 1e-5 * kept + 2e-6 * covered,
-            end_offset=end,
-            start_offset=start,
-        )
-        start = end
+    _learn(c, 2e-6)
     est = c.cost_estimates()["avg"]
     assert est.per_arrived_s == pytest.approx(2e-6, rel=0.1)
     assert est.per_tuple_s == pytest.approx(1e-5, rel=0.1)
@@ -652,12 +658,7 @@ def test_a_logs_shed_records_are_not_arrivals_of_the_cost_model():
     ))  # fmt: skip
     cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
     c = _controller(cost_model=cm, capacity_reach=None, plans=[plan])
-    start = c.initial_offset("avg")
-    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
-        end = dict(start, b=start["b"] + 1, end=[e + came for e in start["end"]])
-        c.observe_batch("avg", rows=kept, duration_s=0.1 + 1e-5 * kept + 1e-6 * came,
-                        end_offset=end, start_offset=start)  # fmt: skip
-        start = end
+    _learn(c, 1e-6)
     assert c.cost_estimates()["avg"].per_arrived_s == 0.0
 
 
@@ -665,15 +666,7 @@ def test_a_decision_charges_no_per_arrived_time_for_a_logs_unread_records():
     # Both nodes learned 0.1 s a batch, 1e-5 s a kept tuple and 2e-6 s an arrived one (a
     # generated plan); on a log, the shed records are never read, so more can be kept.
     cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
-    learner = _controller(cost_model=cm, capacity_reach=None)
-    start = learner.initial_offset("avg")
-    lanes = len(start["end"])
-    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
-        end = dict(start, b=start["b"] + 1, end=[e + came // lanes for e in start["end"]])
-        learner.observe_batch("avg", rows=kept, end_offset=end, start_offset=start,
-                              duration_s=0.1 + 1e-5 * kept + 2e-6 * (came // lanes) * lanes)  # fmt: skip
-        start = end
-    state = learner.cost_states()["avg"]
+    state = _learn(_controller(cost_model=cm, capacity_reach=None), 2e-6)
     admitted = {}
     for feed_type in (ListFeed, _Log):
         times = [list(np.arange(0.0, 30.0, 1e-5))]  # 100,000 tuples a second
@@ -694,15 +687,7 @@ def test_a_bounded_group_read_is_charged_for_what_it_reads():
     from spillway.policies import make_policy
 
     cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
-    learner = _controller(cost_model=cm, capacity_reach=None)
-    start = learner.initial_offset("avg")
-    lanes = len(start["end"])
-    for kept, came in [(10_000, 60_000), (40_000, 40_000), (20_000, 200_000), (5_000, 80_000)] * 8:
-        end = dict(start, b=start["b"] + 1, end=[e + came // lanes for e in start["end"]])
-        learner.observe_batch("avg", rows=kept, end_offset=end, start_offset=start,
-                              duration_s=0.1 + 1e-5 * kept + 2e-6 * (came // lanes) * lanes)  # fmt: skip
-        start = end
-    state = learner.cost_states()["avg"]
+    state = _learn(_controller(cost_model=cm, capacity_reach=None), 2e-6)
     capacity = {}
     for group_read in (None, 2.0):
         times = [list(np.arange(0.0, 3.0, 2e-6))]  # 500,000 tuples a second: 10x overload
