@@ -473,27 +473,29 @@ def test_arrived_tuples_enter_the_cost_model_and_the_budget():
     assert c.history()[-1].per_arrived_s > 0
 
 
-def test_a_decision_over_several_windows_records_each_windows_own_mass():
-    # A slow first batch: the decision at 4 s covers four 1 s windows, the rate halving after
-    # 2 s. Results of the unshed query carry each window's own tuples: its measured SIC is 1.
-    from spillway.spark.coordinator import QueryCoordinator
-
+def _halving(feed_type=ListFeed, **kw):
+    """One AVG query at 100 tuples a second, 50 after 2 s, nothing shed, on a manual clock
+    that has just passed 4 s (a slow first batch: the next decision covers four windows);
+    (controller, clock)."""
     times = [list(np.arange(0.0, 2.0, 0.01)) + list(np.arange(2.0, 8.0, 0.02))]
-    feed = ListFeed(times=times, values=[[1.0] * len(times[0])])
+    feed = feed_type(times=times, values=[[1.0] * len(times[0])])
     plan = PlanSpec(
         name="avg", kind="avg", window_s=1.0, queries=(PlanQuery(query_id=0, name="q", feed=feed),)
     )
     clock = ManualClock(100.0)
-    coord = QueryCoordinator(n_queries=1, stw_s=2.0, windows_s=1.0)
-    c = NodeController(
-        ControllerConfig(stw_s=2.0, capacity_tuples=10**6),
-        [plan],
-        RandomShare(),
-        clock=clock,
-        epoch_s=100.0,
-        coordinator=coord,
-    )
+    c = NodeController(ControllerConfig(stw_s=2.0, capacity_tuples=10**6), [plan], RandomShare(),
+                       clock=clock, epoch_s=100.0, **kw)  # fmt: skip
     clock.advance(4.2)
+    return c, clock
+
+
+def test_a_decision_over_several_windows_records_each_windows_own_mass():
+    # The decision at 4 s covers four 1 s windows, the rate halving after 2 s. Results of the
+    # unshed query carry each window's own tuples: its measured SIC is 1.
+    from spillway.spark.coordinator import QueryCoordinator
+
+    coord = QueryCoordinator(n_queries=1, stw_s=2.0, windows_s=1.0)
+    c, clock = _halving(coordinator=coord)
     off = c.latest_offset("avg", c.initial_offset("avg"))
     assert off["b"] == 4 and off["end"] == [300]
     sic = off["sic"][0]
@@ -626,17 +628,7 @@ class _RacingLog(ListFeed):
 
 
 def test_cuts_out_of_order_never_give_a_window_a_negative_mass():
-    times = [list(np.arange(0.0, 2.0, 0.01)) + list(np.arange(2.0, 8.0, 0.02))]
-    feed = _RacingLog(times=times, values=[[1.0] * len(times[0])])
-    plan = PlanSpec(
-        name="avg", kind="avg", window_s=1.0, queries=(PlanQuery(query_id=0, name="q", feed=feed),)
-    )
-    clock = ManualClock(100.0)
-    c = NodeController(
-        ControllerConfig(stw_s=2.0, capacity_tuples=10**6), [plan], RandomShare(),
-        clock=clock, epoch_s=100.0,
-    )  # fmt: skip
-    clock.advance(4.2)
+    c, _ = _halving(_RacingLog)
     off = c.latest_offset("avg", c.initial_offset("avg"))  # raised "mass must be >= 0" before
     sic = off["sic"][0]
     per_window = [c.account.mass("arrived", float(w), float(w + 1))[0] / sic for w in range(4)]
