@@ -35,6 +35,13 @@ def _median_rate(rows: int, runs: list[float]) -> float:
     return rows / statistics.median(runs)
 
 
+def _print_rate(figure: str, rows: int, runs: list[float], **extra: object) -> None:
+    """One JSON line: ``figure``, the median rows/s over ``runs`` (seconds), the runs, ``extra``."""
+    value = round(_median_rate(rows, runs))
+    print(json.dumps({"figure": figure, **extra, "value": value,
+                      "runs_s": [round(x, 3) for x in runs]}))  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
@@ -83,16 +90,7 @@ def main() -> None:
                     )
                     runs.append(time.perf_counter() - t0)
                 assert got == n, (got, n)
-            print(
-                json.dumps(
-                    {
-                        "figure": "reader_rows_per_s",
-                        "range_rows": chunk,
-                        "value": round(_median_rate(n, runs)),
-                        "runs_s": [round(x, 3) for x in runs],
-                    }
-                )
-            )
+            _print_rate("reader_rows_per_s", n, runs, range_rows=chunk)
         # the source's whole Python side for one range: read, then parse the JSON values
         # with the user's schema into the columns a micro-batch carries (KafkaFeed.records)
         feed = KafkaFeed(
@@ -110,17 +108,8 @@ def main() -> None:
             runs.append(time.perf_counter() - t0)
             assert got == n, (got, n)
         feed.close()
-        print(
-            json.dumps(
-                {
-                    "figure": "feed_records_rows_per_s",
-                    "range_rows": n,
-                    "value": round(_median_rate(n, runs)),
-                    "runs_s": [round(x, 3) for x in runs],
-                    "note": "KafkaFeed.records: read + parse JSON with the schema",
-                }
-            )
-        )
+        _print_rate("feed_records_rows_per_s", n, runs, range_rows=n,
+                    note="KafkaFeed.records: read + parse JSON with the schema")  # fmt: skip
         if args.spark:
             from spillway.testing import local_spark
 
@@ -136,16 +125,8 @@ def main() -> None:
                 t0 = time.perf_counter()
                 assert df.count() == n
                 runs.append(time.perf_counter() - t0)
-            print(
-                json.dumps(
-                    {
-                        "figure": "spark_kafka_source_count_rows_per_s",
-                        "value": round(_median_rate(n, runs)),
-                        "runs_s": [round(x, 3) for x in runs],
-                        "note": "spark.read.format('kafka').load().count(), local[2], 1 partition",
-                    }
-                )
-            )
+            _print_rate("spark_kafka_source_count_rows_per_s", n, runs,
+                        note="spark.read.format('kafka').load().count(), local[2], 1 partition")  # fmt: skip
             spark.stop()
 
 
