@@ -853,9 +853,7 @@ class NodeController:
         ]
         #: Lanes a bounded group read may cover: generated ones (a log's records are fetched
         #: to be scanned; its groups are counted from a small sample instead).
-        self._readable = np.array(
-            [not getattr(self._queries[q].feed, "log", False) for q in lane_query], dtype=bool
-        )
+        self._readable = ~self._lane_log
         self.lane_n_sources = np.array(
             [self._queries[q].feed.n_sources for q in lane_query], dtype=np.int64
         )
