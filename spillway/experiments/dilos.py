@@ -117,6 +117,9 @@ NO_SHARING = (
     "reads its own sources through its own lanes of the one plan)"
 )
 
+#: The per-interval, per-class columns written to ``records.csv``.
+RECORD_COLUMNS = ("t", "class", "load", "arrived", "dropped", "drop", "share", "capacity", "lent")
+
 #: Why Table 8's "no load manager" class-3 latency is not compared with its ``D``.
 NO_SCHEDULER = (
     "not applicable: with nothing shed every class runs in the node's one plan and no class "
@@ -515,7 +518,14 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             "- Pham reports the mean response time (ms on AQSIOS); here p95 and mean in seconds "
             "on Spark, against D in trigger intervals."
         ),
-        tables={"configs.csv": rows},
+        tables={
+            "configs.csv": rows,
+            "records.csv": [
+                {"run": m["name"], **{k: r.get(k) for k in RECORD_COLUMNS}}
+                for m in measured
+                for r in m["records"]
+            ],
+        },
         figures=figs,
         sections=[("Every run (summary.json `configs`)", markdown_table(rows))],
     )

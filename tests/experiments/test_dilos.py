@@ -93,6 +93,7 @@ def test_report_from_measured_records(tmp_path):
     assert verdicts["input_overloads_node"] == "fail"  # 0.75 of load against H = 0.8
     assert json.loads((tmp_path / "summary.json").read_text())["configs"][0]["name"]
     assert (tmp_path / "class_loss.png").exists() and (tmp_path / "report.md").exists()
+    assert "dilos-aurora-SD_p" in (tmp_path / "records.csv").read_text()
 
 
 def test_the_common_manager_and_no_manager_are_not_held_to_the_priority_order():
