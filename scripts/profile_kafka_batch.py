@@ -13,9 +13,11 @@ the batches after the first three:
 - ``progress``: Spark's own ``durationMs`` parts of a batch (``latestOffset`` holds the
   controller's decision, ``addBatch`` the read and the sink, ``walCommit`` and
   ``commitOffsets`` the checkpoint's logs) and its input rows;
-- ``jobs``: inside ``addBatch``, the wall time of the stages that read the source (the
-  Python reader on the executors, with the cache and shuffle writes of its rows), of the other
-  Spark jobs, and what is left: the driver's own time (the ``foreachBatch`` function, planning).
+- ``jobs``: per micro-batch's SQL execution, the wall time of the jobs that read the source (the
+  Python reader on the executors, with the cache writes of its rows; a job reads the source
+  when a task of it took rows without reading bytes, as a cached batch's reads do), of the
+  other Spark jobs (the results' statement over the cached batch), and what is left: the
+  driver's own time (the ``foreachBatch`` function, planning, collecting to pandas).
 """
 
 from __future__ import annotations
@@ -58,7 +60,10 @@ def _executions(log: Path) -> list[dict[str, Any]]:
     read the source (a stage over a ``DataSourceRDD``)."""
     execs: dict[int, dict[str, Any]] = {}
     job_exec: dict[int, int] = {}
-    source_stage: dict[int, bool] = {}
+    # a stage reads the source when its tasks took rows from it: input records but no input
+    # bytes (a read of the cached batch counts the bytes of its column batches)
+    records: dict[int, int] = {}
+    in_bytes: dict[int, int] = {}
     for line in log.read_text().splitlines():
         e = json.loads(line)
         kind = e["Event"]
@@ -66,11 +71,11 @@ def _executions(log: Path) -> list[dict[str, Any]]:
             execs[e["executionId"]] = {"start": e["time"], "jobs": {}}
         elif kind.endswith("SQLExecutionEnd") and e["executionId"] in execs:
             execs[e["executionId"]]["end"] = e["time"]
-        elif kind == "SparkListenerStageSubmitted":
-            info = e["Stage Info"]
-            source_stage[info["Stage ID"]] = any(
-                "DataSourceRDD" in r["Name"] for r in info["RDD Info"]
-            )
+        elif kind == "SparkListenerTaskEnd":
+            got = (e.get("Task Metrics") or {}).get("Input Metrics") or {}
+            stage = e["Stage ID"]
+            records[stage] = records.get(stage, 0) + int(got.get("Records Read", 0))
+            in_bytes[stage] = in_bytes.get(stage, 0) + int(got.get("Bytes Read", 0))
         elif kind == "SparkListenerJobStart":
             ex = e.get("Properties", {}).get("spark.sql.execution.id")
             if ex is not None and int(ex) in execs:
@@ -84,7 +89,9 @@ def _executions(log: Path) -> list[dict[str, Any]]:
     out = []
     for ex in execs.values():
         for job in ex["jobs"].values():
-            job["reads"] = any(source_stage.get(s, False) for s in job["stages"])
+            job["reads"] = any(
+                records.get(s, 0) > 0 and in_bytes.get(s, 0) == 0 for s in job["stages"]
+            )
         out.append(ex)
     return out
 
