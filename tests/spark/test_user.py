@@ -207,9 +207,10 @@ def test_one_plan_carries_built_in_and_user_queries_and_the_sink_gets_each_batch
         ResultSink({"user": [0, 1]}, 1.0, ResultStore(), user=[_part(count_rows)])
 
 
-def test_a_plan_of_user_queries_only_runs_no_built_in_sql(spark):
+def test_a_plan_of_user_queries_only_runs_only_their_firings(spark):
     store = ResultStore()
     sink = ResultSink({"user": [0]}, 1.0, store, user=[_part(lambda r: r.select("window_start"))])
-    assert sink.sql is None and sink.plan == "user"
+    # the statement holds the firings (window SIC mass, rows, last arrival) and nothing else
+    assert " UNION ALL " not in sink.sql and "sum(sic) AS sic" in sink.sql and sink.plan == "user"
     sink(_generated(spark), 0)
     assert pd.Series(store.to_pandas()["value"]).tolist() == [3.0, 1.0]
