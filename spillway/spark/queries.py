@@ -96,6 +96,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.spark.statement import (
@@ -217,6 +218,31 @@ class QueryKind:
                 f"query kind {self.name!r}: sql must read the rows as {{rows}} (or give an "
                 f"aggregate), got {self.sql!r}"
             )
+
+    def __call__(self, rows: DataFrame) -> DataFrame:
+        """The kind as a user query's function (:mod:`spillway.spark.user`): its :attr:`sql`
+        over ``rows`` (one query's rows, or several told apart by ``query_id``), result rows
+        without SIC; the user path gives them their SIC by the same firing rule.
+
+        Examples
+        --------
+        >>> from spillway.spark.user import UserPart, evaluate
+        >>> from spillway.testing import local_spark
+        >>> ddl = SOURCE_SCHEMA_DDL.replace("timestamp", "double")
+        >>> rows = local_spark().createDataFrame([(3, 0, 0, 4.0, 0.5, 0.2, 0.2),
+        ...                                       (3, 0, 0, 9.0, 0.5, 0.7, 0.7)], ddl)
+        >>> rows = rows.withColumn("event_ts", F.timestamp_seconds("event_ts")).withColumn(
+        ...     "arrival_ts", F.timestamp_seconds("arrival_ts"))
+        >>> part = UserPart(query_id=3, name="peak", fn=QUERIES["max"], window_us=1_000_000)
+        >>> res, _ = evaluate(part, rows, batch_id=0)
+        >>> res[["value", "sic"]].values.tolist()
+        [[9.0, 1.0]]
+        """
+        one = "query_id" not in rows.columns
+        out = rows.sparkSession.sql(
+            self.sql, rows=rows.withColumn("query_id", F.lit(0)) if one else rows
+        )
+        return out.drop("query_id") if one else out
 
     def apply(self, df: DataFrame, window_s: float, *, micros: bool = False) -> pd.DataFrame:
         """The results of every logical query in ``df``, per tumbling window of ``window_s``:
