@@ -130,11 +130,13 @@ CPU_FULL_PERCENT = 100.0
 _NO_KEY = "CAST(NULL AS bigint) AS key"
 
 
-def _aggregate_sql(expr: str) -> str:
-    """The SQL of a kind whose result is one aggregate per (query, window)."""
+def _aggregate_sql(expr: str, by: str | None = None) -> str:
+    """The SQL of a kind whose result is one aggregate per (query, window), or per (query,
+    window, ``by``)."""
+    key, group = (f"{by} AS key", f", {by}") if by else (_NO_KEY, "")
     return (
-        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, {expr} AS value FROM {{rows}} "
-        "GROUP BY query_id, window_start"
+        f"SELECT query_id, window_start, {key}, 1 AS rank, {expr} AS value FROM {{rows}} "
+        f"GROUP BY query_id, window_start{group}"
     )
 
 
@@ -164,11 +166,6 @@ _TOP5_SQL = (
     f"WHERE cpu IS NOT NULL AND free >= {FREE_MEMORY_MIN_KB!r}) WHERE pos <= {TOP_K}"
 )
 
-_GROUP_AVG_SQL = (
-    "SELECT query_id, window_start, key, 1 AS rank, avg(value) AS value FROM {rows} "
-    "GROUP BY query_id, window_start, key"
-)
-
 
 @dataclass(frozen=True, kw_only=True)
 class QueryKind:
@@ -187,9 +184,11 @@ class QueryKind:
         source columns and ``window_start``) giving ``query_id, window_start, key, rank,
         value``, one row per result; the SIC, input rows and last arrival of each result row
         come from its firing (:func:`spillway.spark.statement.share_firings`, THEMIS Eq. 3).
-    aggregate : for a kind whose result is one aggregate per (query, window), that aggregate
-        over the window's rows (``sql`` is then derived from it); a plan computes all such
-        kinds in one aggregation.
+    aggregate : for a kind whose result is one aggregate per (query, window) (or per group,
+        with ``group_by``), that aggregate over the rows (``sql`` is then derived from it); a
+        plan computes all the ungrouped ones in one aggregation, and such a kind's rows carry
+        their firing's totals themselves (no aggregation of its own for the firings).
+    group_by : the column an ``aggregate`` kind groups by (its ``key``).
     grouped : whether the result has one row per group (``key`` set) rather than per window.
 
     Examples
@@ -208,11 +207,12 @@ class QueryKind:
     rows_per_window: int
     sql: str = ""
     aggregate: str | None = None
+    group_by: str | None = None
     grouped: bool = False
 
     def __post_init__(self) -> None:
         if self.aggregate is not None:
-            object.__setattr__(self, "sql", _aggregate_sql(self.aggregate))
+            object.__setattr__(self, "sql", _aggregate_sql(self.aggregate, self.group_by))
         if "{rows}" not in self.sql:
             raise ConfigError(
                 f"query kind {self.name!r}: sql must read the rows as {{rows}} (or give an "
@@ -318,7 +318,7 @@ QUERIES: dict[str, QueryKind] = {
     "group_avg": QueryKind(
         name="group_avg", title="GROUP-AVG",
         cql="Select key, Avg(t.v) From Src[Range 1 sec] Group By key", rows_per_window=1,
-        sql=_GROUP_AVG_SQL, grouped=True,
+        aggregate="avg(value)", group_by="key", grouped=True,
     ),
 }  # fmt: skip
 

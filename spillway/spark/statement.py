@@ -8,6 +8,8 @@ columns plus ``window_start``). :func:`kinds_sql` puts the kinds of a plan into 
 - the kinds whose result is one aggregate per (query, window) (AVG, MAX, COUNT, AVG-all: a
   :attr:`~spillway.spark.queries.QueryKind.aggregate`) share ONE aggregation that picks the
   aggregate by query id; each of its rows is a result and its window's firing at once;
+- a grouped aggregate (GROUP-AVG) is one aggregation per group whose rows carry their firing's
+  totals (window functions over the query and window);
 - every other kind's SQL gives its result rows over its queries' rows, and one aggregation over
   those queries' rows (and over ``firing_ids``: the plan's user queries) gives one firing row per
   (query, window): the window's summed input SIC, its input rows and its last arrival.
@@ -150,6 +152,21 @@ def _aggregates_sql(view: str, aggregates: Mapping[str, Sequence[int]], us: str)
     )
 
 
+def _grouped_sql(rows: str, expr: str, by: str) -> str:
+    # One row per group with the group's totals, then the firing's totals on every group row
+    # by window functions over (query, window): no aggregation of its own for the firings, no
+    # exchange beyond the batch's repartition by query id.
+    groups = (
+        f"(SELECT query_id, window_start, {by} AS key, {expr} AS value, sum(sic) AS s, "
+        f"count(1) AS n, max(arrival_ts) AS l FROM {rows} GROUP BY query_id, window_start, {by})"
+    )
+    return (
+        "SELECT query_id, window_start, key, 1 AS rank, value, sum(s) OVER f AS sic, "
+        f"sum(n) OVER f AS n_in, max(l) OVER f AS last_arrival_ts FROM {groups} "
+        "WINDOW f AS (PARTITION BY query_id, window_start)"
+    )
+
+
 def _results_sql(sql: str) -> str:
     return (
         "SELECT query_id, window_start, key, rank, value, CAST(NULL AS double) AS sic, "
@@ -229,19 +246,23 @@ def kinds_sql(
     else:
         windows = window_us(window_s)
     aggregates: dict[str, list[int]] = {}
-    parts, fired = [], [int(i) for i in firing_ids]
+    parts, fired, own_sql = [], [int(i) for i in firing_ids], False
     for name, ids in kinds.items():
         kind = query_kind(name)
-        if kind.aggregate is not None:
+        if kind.aggregate is not None and kind.group_by is None:
             aggregates.setdefault(kind.aggregate, []).extend(ids)
+        elif kind.aggregate is not None and kind.group_by is not None:
+            rows = windowed(view, ids, window_us_sql(ids, windows))
+            parts.append(_grouped_sql(rows, kind.aggregate, kind.group_by))
         else:
             rows = windowed(view, ids, window_us_sql(ids, windows))
             parts.append(_results_sql(kind.sql.format(rows=rows)))
             fired += ids
+            own_sql = True
     if aggregates:
         agg_ids = [i for v in aggregates.values() for i in v]
         parts.insert(0, _aggregates_sql(view, aggregates, window_us_sql(agg_ids, windows)))
-    if fired or (len(kinds) == 1 and not ids_all and not aggregates):
+    if fired or own_sql:
         parts.append(_firings_sql(windowed(view, fired, window_us_sql(fired, windows))))
     return " UNION ALL ".join(_typed(p) for p in parts)
 
@@ -311,6 +332,7 @@ def firing_rows(rows: pd.DataFrame) -> pd.DataFrame:
     [{'query_id': 0, 'window_start': 5, 'sic_in': 0.5, 'n_in': 3, 'last_arrival_ts': 9}]
     """
     fired = rows.loc[rows["n_in"].notna(), [*FIRING, "sic", "n_in", "last_arrival_ts"]]
+    fired = fired.drop_duplicates(list(FIRING))  # a grouped aggregate's rows carry it each
     types = {"query_id": "int32", "window_start": "int64", "n_in": "int64"}
     fired = fired.rename(columns={"sic": "sic_in"}).astype({**types, "last_arrival_ts": "int64"})
     return fired.reset_index(drop=True)

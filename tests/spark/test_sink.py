@@ -115,7 +115,7 @@ def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
     df = batch(spark, rows)
     store = ResultStore()
     sink = ResultSink(kinds, 1.0, store, clock=ManualClock(T0 + 3.0), plan="mixed")
-    # 4 single-row kinds fused into one aggregation; cov, top5, group_avg and their firings
+    # 4 single-row kinds fused into one aggregation; group_avg; cov, top5 and their firings
     assert sink.kind is None and sink.sql.count("UNION ALL") == 4
     cache = spark._jsparkSession.sharedState().cacheManager()
     cached_before = cache.isEmpty()
