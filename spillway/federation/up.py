@@ -338,7 +338,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         )
     data_dir = (args.kafka_dir or brokers.default_data_dir()).expanduser().absolute()
     running = brokers.read_state(data_dir)
-    broker = running or brokers.start(brokers.BrokerConfig(data_dir=data_dir, port=args.kafka_port))
+    broker = running or brokers.start(
+        brokers.BrokerConfig(data_dir=data_dir, port=args.kafka_port), die_with_parent=True
+    )
     started_broker = running is None
     conn = broker.connection()
     prefix = f"{LINK_PREFIX}-{uuid.uuid4().hex[:8]}"
