@@ -21,7 +21,7 @@ Examples
 ...                ceiling=np.array([1.0]), lost_nodes=(0,), orphaned=np.array([], int))
 >>> status = {"queries": [{"query_id": 0, "role": "sources", "root": True,
 ...     "arrived_recent": 100, "kept_recent": 40, "latency_p95_s": 2.5}]}
->>> view = federation_view(fed, {"a": None, "b": u}, {"a": None, "b": status})
+>>> view = federation_view(fed, {"a": None, "b": u}, {"a": {"queries": []}, "b": status})
 >>> view.queries[0].sic, view.queries[0].kept_fraction, view.lost_nodes
 (0.4, 0.4, ('a',))
 >>> print(render(view).splitlines()[1])
@@ -121,7 +121,8 @@ def federation_view(
             for i, q in enumerate(fed.queries)
         ),  # fmt: skip
         jain=float(jain_index(known)) if known.size else math.nan,
-        lost_nodes=tuple(fed.nodes[n] for n in sorted(lost)),
+        # a node not up yet is starting, not lost
+        lost_nodes=tuple(fed.nodes[n] for n in sorted(lost) if statuses.get(fed.nodes[n])),
         nodes=words,
     )
 

@@ -240,6 +240,11 @@ def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str, log: Path) -
         time.sleep(0.1)
 
 
+def _running(status: dict[str, Any] | None) -> bool:
+    """Whether a node has made its first shedding decision."""
+    return bool(status and status.get("intervals"))
+
+
 def _updates(clients: dict[str, CoordinatorClient]) -> dict[str, NodeUpdate | None]:
     got: dict[str, NodeUpdate | None] = {}
     for n, c in clients.items():
@@ -268,8 +273,8 @@ def write_report(
         st = statuses.get(n) or {}
         frags: dict[str, float] = {}
         for lq in st.get("queries", []):
-            if lq.get("sic") is not None:
-                frags[lq["fragment"]] = round(frags.get(lq["fragment"], 0.0) + lq["sic"], 4)
+            if lq.get("stw_sic") is not None:
+                frags[lq["fragment"]] = round(frags.get(lq["fragment"], 0.0) + lq["stw_sic"], 4)
         results = out / "nodes" / n / "results.csv"
         rows = max(len(results.read_text().splitlines()) - 1, 0) if results.exists() else 0
         nodes[n] = {
@@ -307,7 +312,8 @@ def write_report(
         render(view),
         "```",
         "",
-        "| node | state | result rows | fragment SIC (local Eq. 4) | reports | heartbeats |",
+        "| node | state | result rows | SIC of each fragment's results over an STW | reports | "
+        "heartbeats |",
         "|---|---|---|---|---|---|",
     ]
     for n, d in nodes.items():
@@ -383,7 +389,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                         f"the coordinator exited; log: {out / 'logs' / 'coordinator.log'}"
                     )
                 if t_up is None:
-                    if all(statuses[n] is not None or words[n] for n in fed.nodes):
+                    if all(_running(statuses[n]) or words[n] for n in fed.nodes):
                         t_up = time.monotonic()
                     elif time.monotonic() - t0 > START_TIMEOUT_S:
                         raise RunFailedError(

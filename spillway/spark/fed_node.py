@@ -289,19 +289,38 @@ def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
 
 
+def _stw_sic(results: pd.DataFrame, stw_s: float) -> dict[str, float]:
+    """Per query, the SIC its results carry over an STW: their SIC over the time they span
+    (first window's start to last window's end) times the STW (THEMIS Eq. 4 as a rate, so a
+    fragment's share of its query's SIC: at most its share of the query's sources)."""
+    if results.empty:
+        return {}
+    start = pd.to_datetime(results["window_start"], utc=True).astype("int64") / 1e9
+    frame = pd.DataFrame({"query": results["query"], "start": start, "sic": results["sic"]})
+    out = {}
+    for name, g in frame.groupby("query"):
+        span = float(g["start"].max() - g["start"].min()) + 1.0  # 1 s windows
+        out[str(name)] = round(float(g["sic"].sum()) / max(span, stw_s) * stw_s, 6)
+    return out
+
+
 def node_status(node: Any, local: tuple[LocalQuery, ...], /, **extra: Any) -> dict[str, Any]:
     """What ``spillway federation up`` shows of a running node (JSON-ready): per query its
     fragment, role, kept share and rows over the recent STW, rows decided and kept since the
-    start, its local result SIC (Eq. 4 over the STW) and p95 latency, plus ``extra``."""
+    start, its local result SIC (Eq. 4 over the STW: results over what arrived, the kept
+    share), the SIC its results carry over an STW (``stw_sic``: the fragment's part of its
+    query's SIC) and p95 latency, plus ``extra``."""
     snap = node.snapshot()
     hist = node.history()
+    stw_sic = _stw_sic(node.results(), node.config.stw_s)
     queries = []
     for lq, qs in zip(local, snap.queries, strict=True):
         queries.append({
             "name": lq.name, "fragment": lq.fragment, "query_id": lq.query_id,
             "role": lq.role, "root": lq.root, "kept_fraction": float(qs.kept_fraction),
             "arrived_recent": int(qs.rows_in), "kept_recent": int(qs.rows_kept),
-            "sic": _finite(qs.sic), "latency_p95_s": _finite(qs.latency_p95_s),
+            "sic": _finite(qs.sic), "stw_sic": stw_sic.get(lq.name),
+            "latency_p95_s": _finite(qs.latency_p95_s),
             "arrived_total": int(sum(r.query_arrived.get(lq.name, 0) for r in hist)),
             "kept_total": int(sum(r.query_admitted.get(lq.name, 0) for r in hist)),
         })  # fmt: skip

@@ -40,6 +40,8 @@ def test_the_view_takes_each_querys_newest_sic_and_sums_kept_over_nodes() -> Non
         "b": _status((0, "sources", False, 100, 30, None), (1, "sources", False, 40, 10, None)),
         "c": None,
     }
+    assert federation_view(fed, updates, statuses).lost_nodes == ()  # c never came up
+    statuses["c"] = _status((1, "sources", True, 10, 10, 1.0))
     view = federation_view(fed, updates, statuses, {"c": "exited -9"})
     assert [q.sic for q in view.queries] == [0.6, 0.4, 0.8]  # node b's update is newer
     assert view.queries[0].kept_fraction == pytest.approx(80 / 200)  # source lanes only

@@ -14,6 +14,7 @@ from spillway.federation.view import CoordinatorView
 from spillway.kafka.connection import KafkaConnection
 from spillway.quality.sic import StwConfig
 from spillway.spark.fed_node import Heartbeat, RootReporter, node_config
+from tests.spark.test_controller import RandomShare
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "spillway" / "examples" / "federation.toml"
 CONN = KafkaConnection(bootstrap_servers="127.0.0.1:9")
@@ -86,3 +87,26 @@ def test_a_heartbeating_node_stays_alive_and_a_silent_one_is_lost() -> None:
         assert service.federation().lost_nodes == (0, 1, 2)
     with pytest.raises(ConfigError, match="interval_s must be > 0 seconds"):
         Heartbeat(None, view, interval_s=0)  # type: ignore[arg-type]
+
+
+def test_a_fragments_tuples_carry_their_share_of_the_whole_querys_sic() -> None:
+    """THEMIS Eq. 1 counts every source of the federated query: a fragment reading 2 of its 6
+    sources prices its tuples at a third of what the 2 sources alone would give."""
+    from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
+    from spillway.testing import ListFeed
+
+    def tuple_sic(sic_sources):
+        times = [list(np.arange(0.05, 1.0, 0.1)) for _ in range(2)]
+        feed = ListFeed(times=times, values=[[1.0] * 10] * 2)
+        q = PlanQuery(query_id=0, name="q", feed=feed, sic_sources=sic_sources)
+        plan = PlanSpec(name="avg", kind="avg", window_s=1.0, queries=(q,))
+        c = NodeController(ControllerConfig(clock="logical", stw_s=1.0, seed=0), [plan],
+                           RandomShare(), epoch_s=0.0)  # fmt: skip
+        c.decide(1)
+        return c.stw_view()["tuple_sic"], c.describe("avg").lane_n_sources
+
+    alone, n_alone = tuple_sic(None)
+    shared, n_shared = tuple_sic(6)
+    np.testing.assert_allclose(alone, [0.05, 0.05])  # 1 / (10 tuples x 2 sources)
+    np.testing.assert_allclose(shared, alone / 3)
+    assert n_alone == (2, 2) and n_shared == (6, 6)  # what the executors price with
