@@ -217,10 +217,23 @@ class _Children:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.killpg(self.procs[n].pid, signal.SIGKILL)  # anything left in its group
             self.procs[n].wait()
+        gone = time.monotonic() + 10.0  # SIGKILL is delivered asynchronously
+        while any(_group_alive(self.procs[n].pid) for n in names) and time.monotonic() < gone:
+            time.sleep(0.1)
 
     def word(self, name: str) -> str | None:
         rc = self.procs[name].poll()
         return None if rc is None else f"exited {rc}"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -271,17 +284,21 @@ def write_report(
     nodes: dict[str, Any] = {}
     for n in fed.nodes:
         st = statuses.get(n) or {}
-        frags: dict[str, float] = {}
+        frags: dict[str, float] = {}  # what each fragment's own sources add to its query
+        link_rows = 0
         for lq in st.get("queries", []):
-            if lq.get("stw_sic") is not None:
-                frags[lq["fragment"]] = round(frags.get(lq["fragment"], 0.0) + lq["stw_sic"], 4)
+            if lq["role"] == "sources" and lq.get("stw_sic") is not None:
+                frags[lq["fragment"]] = round(lq["stw_sic"], 4)
+            elif lq["role"] == "link":
+                link_rows += int(lq.get("arrived_total") or 0)
         results = out / "nodes" / n / "results.csv"
         rows = max(len(results.read_text().splitlines()) - 1, 0) if results.exists() else 0
         nodes[n] = {
             "state": view.nodes.get(n),
             "lost": n in view.lost_nodes,
             "result_rows": rows,
-            "fragment_sic": frags,
+            "sources_sic": frags,
+            "link_rows_in": link_rows,
             "reports": st.get("reports"),
             "heartbeats": st.get("beats"),
             "intervals": st.get("intervals"),
@@ -312,15 +329,16 @@ def write_report(
         render(view),
         "```",
         "",
-        "| node | state | result rows | SIC of each fragment's results over an STW | reports | "
-        "heartbeats |",
-        "|---|---|---|---|---|---|",
+        "| node | state | result rows | SIC its fragments' own sources add over an STW | "
+        "link rows in | reports | heartbeats |",
+        "|---|---|---|---|---|---|---|",
     ]
     for n, d in nodes.items():
-        frag = ", ".join(f"{f} {s:.3f}" for f, s in d["fragment_sic"].items()) or "-"
+        frag = ", ".join(f"{f} {s:.3f}" for f, s in d["sources_sic"].items()) or "-"
         state = "lost" if d["lost"] else d["state"]
         lines.append(
-            f"| {n} | {state} | {d['result_rows']} | {frag} | {d['reports']} | {d['heartbeats']} |"
+            f"| {n} | {state} | {d['result_rows']} | {frag} | {d['link_rows_in']} | "
+            f"{d['reports']} | {d['heartbeats']} |"
         )
     replace_text(out / "report.md", "\n".join(lines) + "\n")
     return summary
