@@ -378,6 +378,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     updates: dict[str, NodeUpdate | None] = {}
     fed_path = str(args.federation)
     t_up: float | None = None
+    t_end = time.monotonic()
     tty = sys.stdout.isatty()
     try:
         for t, parts in topics.items():
@@ -425,6 +426,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                     last_print = time.monotonic()
                 if elapsed is not None and args.duration is not None and elapsed >= args.duration:
                     break
+        t_end = time.monotonic()
         nodes = [n for n in fed.nodes if n in children.procs]
         children.stop(nodes, STOP_TIMEOUT_S)
         for n in nodes:
@@ -443,7 +445,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             delete_topics(conn, list(topics))
         if started_broker:
             brokers.stop(data_dir)
-    duration = 0.0 if t_up is None else time.monotonic() - t_up
+    duration = 0.0 if t_up is None else t_end - t_up
     meta = {
         "federation": fed_path,
         "command": f"spillway federation up {fed_path} --out {out}"
