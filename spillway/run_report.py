@@ -37,7 +37,9 @@ Definitions used throughout:
 - *groups* (policies that decide per group, CoD): ``groups_mean`` is the mean number of
   distinct groups among a query's tuples decided per interval of the steady part,
   ``missing_groups_mean`` the mean number of those of which nothing was kept (CoD §VII-C2's
-  "missing groups"); NaN for other policies.
+  "missing groups"), and ``unseen_groups_mean`` the mean number estimated to have arrived
+  without a tuple in a bounded group read's sample (lost unseen, :mod:`spillway.quality.unseen`;
+  0 when every arrival was read); NaN for other policies.
 - *error against the exact answer* (:mod:`spillway.run_exact`, after the run unless
   ``--no-exact``): per query ``error_mean``, ``spearman_sic_error`` (window SIC against window
   error) and, for grouped queries under every policy, ``groups`` and ``missing_groups`` per
@@ -336,6 +338,11 @@ def summarise_run(
                 # nothing was kept (NaN when the policy did not decide per group)
                 "groups_mean": _mean([r.query_groups[q.name] for r in grouped]),
                 "missing_groups_mean": _mean([r.missing_groups[q.name] for r in grouped]),
+                # groups estimated to have arrived unseen by a bounded group read (lost unseen;
+                # 0 when every arrival was read; NaN when the policy did not decide per group)
+                "unseen_groups_mean": _mean(
+                    [r.query_groups_unseen.get(q.name, math.nan) for r in grouped]
+                ),
                 # records of a log set aside (not parsed, or late for their window)
                 "malformed": dead.get(q.name, {}).get("malformed"),
                 "late": dead.get(q.name, {}).get("late"),

@@ -88,6 +88,9 @@ class IntervalRecord:
     admits per group (``Policy.needs_groups``, e.g. CoD): per query, the distinct group keys
     among the tuples decided, and those of which at least one tuple was kept; their difference
     is CoD's "missing groups" (§VII-C2). Empty when the decision did not look at groups.
+    ``query_groups_unseen``: per query, the groups estimated to have arrived without a tuple in
+    a bounded group read's sample (:mod:`spillway.quality.unseen`), lost without being seen;
+    0 for a query whose arrivals were all read.
 
     >>> r = IntervalRecord(t=1.0, capacity_tuples=50.0, arrived_tuples=900, admitted_tuples=50,
     ...                    processed_tuples=0, batch_s=0.0, query_groups={"q": 40},
@@ -110,6 +113,7 @@ class IntervalRecord:
     query_latency_s: dict[str, float] = field(default_factory=dict)
     query_groups: dict[str, int] = field(default_factory=dict)
     query_groups_kept: dict[str, int] = field(default_factory=dict)
+    query_groups_unseen: dict[str, float] = field(default_factory=dict)
     span: int = 1
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan

@@ -19,6 +19,8 @@ states are separate picklable values, and a step returns a new state or a frozen
   controller, ``H ← H·D/D'``), ``aloma`` (Pham Alg. 1);
 - :mod:`~spillway.control.dilos`: the class scheduler's capacity redistribution between priority
   classes (Pham §6.1.3, Eq. 6.1);
+- :mod:`~spillway.control.cqc`: CQC's work-conserving split, the capacity a class leaves idle
+  shared over the classes that shed by their priorities (Pham §6.2.2);
 - :mod:`~spillway.control.classes`: a node's classes in one step, ``step(ClassesConfig, state,
   stats per class) -> (state, ClassesDecision)``: a load manager per class and, optionally, the
   DILoS scheduler; out come each class's drop fraction and capacity share;

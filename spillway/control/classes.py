@@ -12,17 +12,26 @@ Each class's load manager treats the class as a virtual node (its capacity is wh
 scheduler gives it); with ``dilos`` set, every manager's capacity usage ``u_k = L_k / L_Ck``
 goes to the class scheduler, which redistributes capacity every CRC and pushes the factor onto
 the managers' capacities (Pham Eq. 6.1). Without ``dilos`` the shares stay at the priorities'
-original split (Pham's "separate load manager" configuration).
+original split (Pham's "separate load manager" configuration). With ``work_conserving`` the
+capacity a class leaves idle in an interval goes to the classes that shed, by their priorities
+(Pham's CQC, :mod:`spillway.control.cqc`), with or without ``dilos``: only the feedback differs
+between the two. Set it on a runtime without a class scheduler, where the admissions are the
+capacity split (the Spark node, :mod:`spillway.spark.class_control`); leave it off where the
+runtime's own scheduler is work-conserving (the queue model of
+:mod:`spillway.control.closed_loop`), which would otherwise hand out the idle capacity twice.
 
 Examples
 --------
+Pham's Example 1 (9 tuples/s each at 1/15 s, priorities 2:1), only DILoS's feedback moving
+capacity:
+
 >>> from spillway.control.aurora import AuroraConfig
 >>> from spillway.control.dilos import DilosConfig
 >>> cfg = ClassesConfig(managers=(AuroraConfig(capacity=2 / 3), AuroraConfig(capacity=1 / 3)),
 ...                     priorities=(2, 1), dilos=DilosConfig(priorities=(2, 1), crc_cycles=1))
 >>> state = initial_state(cfg)
 >>> stats = [IntervalStats(interval_s=1.0, load=0.6), IntervalStats(interval_s=1.0, load=0.6)]
->>> state, d = step(cfg, state, stats)            # Pham Example 1, 9 t/s each at 1/15 s
+>>> state, d = step(cfg, state, stats)
 >>> [round(x * 9, 2) for x in d.drops]            # Q2 sheds 4 of its 9 tuples/s, Q1 none
 [0.0, 4.0]
 >>> [round(s * 15, 2) for s in d.shares]          # then Q1 lends what it does not use
@@ -30,6 +39,14 @@ Examples
 >>> state, d = step(cfg, state, stats)
 >>> [round(x * 9, 2) for x in d.drops]            # and Q2 sheds less
 [0.0, 3.5]
+
+Work-conserving (CQC), Q2 runs in Q1's idle time from the first interval, with or without
+DILoS:
+
+>>> wc = ClassesConfig(managers=cfg.managers, priorities=(2, 1), work_conserving=True)
+>>> _, d = step(wc, initial_state(wc), stats)
+>>> [round(x * 9, 2) for x in d.drops], [round(x * 15, 2) for x in d.lent]
+([0.0, 3.0], [0.0, 1.0])
 """
 
 from __future__ import annotations
@@ -38,6 +55,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from spillway.control import cqc
 from spillway.control import dilos as dilos_mod
 from spillway.control.load_manager import (
     IntervalStats,
@@ -70,11 +88,15 @@ class ClassesConfig:
     priorities : each class's priority (an int >= 1).
     dilos : the class scheduler's settings, or None for fixed shares (no feedback). Its
         priorities must equal ``priorities``.
+    work_conserving : whether the capacity a class leaves idle goes to the classes that shed
+        in the same interval (Pham's CQC, :mod:`spillway.control.cqc`; module notes on when);
+        False (default): each class admits what its manager decided.
     """
 
     managers: tuple[LoadManagerConfig, ...]
     priorities: tuple[int, ...]
     dilos: dilos_mod.DilosConfig | None = None
+    work_conserving: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "managers", tuple(self.managers))
@@ -91,6 +113,10 @@ class ClassesConfig:
                 raise ConfigError(f"priorities[{i}] must be an int >= 1, got {p!r}")
         for m in self.managers:
             _manager(m)
+        if not isinstance(self.work_conserving, bool):
+            raise ConfigError(
+                f"work_conserving must be true or false, got {self.work_conserving!r}"
+            )
         if self.dilos is not None and self.dilos.priorities != self.priorities:
             raise ConfigError(
                 f"dilos.priorities {self.dilos.priorities} must equal priorities {self.priorities}"
@@ -117,7 +143,11 @@ class ClassesDecision:
     capacities : each manager's capacity estimate, after any push of Eq. 6.1.
     usage : each class's capacity usage ``u_k`` (pre-shedding load over capacity estimate).
     redistributed : whether the class scheduler moved capacity this interval.
-    decisions : the managers' own decisions (delay estimates included).
+    decisions : the managers' own decisions (delay estimates included; their drops are before
+        the work-conserving split).
+    lent : per class, the load it admits beyond its manager's decision, its part of the
+        capacity other classes left idle (all 0 without ``work_conserving``; empty when no
+        split applies).
     """
 
     drops: tuple[float, ...]
@@ -126,6 +156,7 @@ class ClassesDecision:
     usage: tuple[float, ...]
     redistributed: bool
     decisions: tuple[LoadDecision, ...]
+    lent: tuple[float, ...] = ()
 
 
 def initial_state(config: ClassesConfig) -> ClassesState:
@@ -158,6 +189,16 @@ def step(
         states.append(new)
         decisions.append(decision)
     usage = tuple(d.usage for d in decisions)
+    drops = tuple(d.drop for d in decisions)
+    lent = (0.0,) * n
+    if config.work_conserving:  # this interval, at the capacities the managers decided with
+        split = cqc.lend_idle(
+            priorities=config.priorities,
+            capacities=[d.capacity for d in decisions],
+            loads=[d.load for d in decisions],
+            drops=drops,
+        )
+        drops, lent = split.drops, split.lent
     shares, scheduler, redistributed = state.shares, state.scheduler, False
     if config.dilos is not None and scheduler is not None:
         scheduler, sched = dilos_mod.step(config.dilos, scheduler, usage)
@@ -172,10 +213,11 @@ def step(
     )
     new_state = ClassesState(managers=tuple(states), shares=shares, scheduler=scheduler)
     return new_state, ClassesDecision(
-        drops=tuple(d.drop for d in decisions),
+        drops=drops,
         shares=shares,
         capacities=capacities,
         usage=usage,
         redistributed=redistributed,
         decisions=tuple(decisions),
+        lent=lent,
     )

@@ -12,12 +12,15 @@ Pham's thesis (§6.2) runs three priority classes (weights 6/3/1, delay targets
   class-3 loss, DILoS 2.30 %, DILoS with sharing 1.42 %.
 
 Here every configuration runs one spillway node on Spark with the ``dilos`` policy
-(:mod:`spillway.spark.class_control`): three AVG queries, one per class, their arrival rate
-``overload`` times the capacity the first run measures (then the same for every run), split
-so that classes 1 and 2 use less than their shares and class 3 far more (``class_rates``).
-``D`` = 3, 4, 5 trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). How
-each of Pham's configurations maps onto the node (``class_layout`` and
-``class_redistribution``, only who decides the drops differs; the measurement is the same):
+(:mod:`spillway.spark.class_control`): three AVG queries, one per class, at the same rate
+(Pham's classes run the same 11 queries on streams of the same rate, ``class_rates``), their
+total ``overload`` times the capacity the first run measures (then the same for every run;
+``DilosExperimentConfig.overload`` says why 2). ``D`` = 3, 4, 5
+trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). The classes' capacity
+split is work-conserving, as Pham's CQC is (:mod:`spillway.control.cqc`), for the separate
+managers and DILoS alike: only the feedback differs. How each of Pham's configurations maps
+onto the node (``class_layout`` and ``class_redistribution``, only who decides the drops
+differs; the measurement is the same):
 
 ====================  =========================================================================
 Pham                  here
@@ -42,11 +45,12 @@ ranges; the ranges themselves are not in the thesis, see :mod:`spillway.feeds.in
 reproduced (above).
 
 Other departures, stated in every report: the classes are lanes of one Spark plan and share
-micro-batches (so "a higher class has lower latency" is not applicable); the per-class
-capacity split comes from the managers, not from a work-conserving CQC scheduler, so a
-manager without feedback (Aurora) never uses capacity another class leaves idle; the class
-rates are unequal (the thesis's classes have the same 11 queries at the same rate), so the
-mean of the class losses is not the share of all tuples lost.
+micro-batches, so "a higher class has lower latency" is not applicable, and with nothing shed
+no scheduler holds class 3 back: Pham's "no load manager" class-3 response time (117 s, CQC
+giving class 3 what classes 1 and 2 leave) has no counterpart, so that comparison is not
+applicable either; what is checked instead is the premise, that the load is above the
+capacity the managers share out (``input_overloads_node``). One query per class stands for
+Pham's 11.
 
 Measured per configuration and class: the loss (tuples shed over arrived after warm-up), the
 row-weighted p95 and mean of the response time (arrival → result) per interval.
@@ -113,6 +117,16 @@ NO_SHARING = (
     "reads its own sources through its own lanes of the one plan)"
 )
 
+#: The per-interval, per-class columns written to ``records.csv``.
+RECORD_COLUMNS = ("t", "class", "load", "arrived", "dropped", "drop", "share", "capacity", "lent")
+
+#: Why Table 8's "no load manager" class-3 latency is not compared with its ``D``.
+NO_SCHEDULER = (
+    "not applicable: with nothing shed every class runs in the node's one plan and no class "
+    "scheduler holds class 3 back (Pham's 117 s is CQC giving class 3 only what classes 1 and "
+    "2 leave), so class 3's latency is the node's; input_overloads_node checks the premise"
+)
+
 #: The configurations whose classes each have a priority-aware manager (the loss order applies).
 PRIORITY_AWARE = ("separate", "dilos")
 
@@ -133,12 +147,14 @@ class DilosExperimentConfig:
     pareto_configs : the configurations run on SD_p (names of :data:`CONFIGS`).
     managers : the load managers run per class (and as the common one); ``none`` runs with
         the first only (no manager decides anything there).
-    class_rates : each class's share of the arrival rate (class 1 first).
+    class_rates : each class's share of the arrival rate (class 1 first; Pham: equal).
     trigger_s : the trigger (load-management) interval (s); SD_p draws one rate per interval.
-    overload : arrival rate as a multiple of the capacity the first run measures (2, as in
-        ``load-managers``: at 1.2 the node with nothing shed kept up, p95 2.4 s against class
-        3's D = 5 s in a quick run, its micro-batches growing and amortising their fixed cost,
-        so Pham's premise, a load above the node's capacity, did not hold).
+    overload : SD_c's arrival rate as a multiple of the capacity the first run measures (2, as
+        in ``load-managers``). Pham §6.2.1 calls SD_c "slightly higher than the total system
+        capacity", but his common manager sheds 42 % of every class (Table 8), a load of about
+        1.7 times its capacity. At 1.2 two quick runs' managers measured 1.26 and 1.09 times
+        ``H`` without shedding, and 0.63 to 0.80 in the other runs of the second (the
+        calibrated capacity and the fitted costs vary between runs): no overload to manage.
     capacity : the node's headroom ``H``, split 6/3/1 over the classes.
     crc_cycles : intervals per capacity redistribution cycle.
     pareto_epoch_s : how long each of class 1's SD_p ranges lasts (s; Pham: 50 s).
@@ -151,7 +167,7 @@ class DilosExperimentConfig:
     configs: tuple[str, ...] = ("none", "common", "separate", "dilos")
     pareto_configs: tuple[str, ...] = ("separate", "dilos")
     managers: tuple[str, ...] = ("aurora", "aloma")
-    class_rates: tuple[float, float, float] = (0.15, 0.15, 0.7)
+    class_rates: tuple[float, float, float] = (1.0, 1.0, 1.0)
     trigger_s: float = 1.0
     overload: float = 2.0
     capacity: float = 0.8
@@ -292,11 +308,14 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
 
     >>> cfg = make_config(quick=True)
     >>> recs = [{"t": 12.0, "class": c, "arrived": 10, "dropped": d, "processed": 5,
-    ...          "response_time_s": 1.0 * c, "capacity": 0.1} for c, d in ((1, 0), (2, 1), (3, 5))]
+    ...          "response_time_s": 1.0 * c, "capacity": 0.1, "load": 0.3}
+    ...         for c, d in ((1, 0), (2, 1), (3, 5))]
     >>> s = summarise(cfg, {"name": "dilos-aurora-SD_c", "config": "dilos", "manager": "aurora",
     ...                     "input": "SD_c", "rate": 1.0, "records": recs})
     >>> s["class_loss"], s["class_latency_p95_s"]["3"], s["paper_class_loss"]["3"]
     ({'1': 0.0, '2': 0.1, '3': 0.5}, 3.0, 0.2443)
+    >>> round(s["load_over_capacity"], 3)            # 0.9 of load against H = 0.8
+    1.125
     """
     recs = [r for r in run["records"] if r["t"] >= config.warmup_s]
     inp = run.get("input", "SD_c")
@@ -313,6 +332,10 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
         p95[str(c)] = weighted_quantile(vals, rows, 0.95)
         mean[str(c)] = sum(v * n for v, n in zip(vals, rows, strict=True)) / sum(rows) if rows \
             else math.nan  # fmt: skip
+    by_t: dict[float, float] = {}
+    for r in recs:
+        by_t[r["t"]] = by_t.get(r["t"], 0.0) + float(r.get("load", math.nan))
+    over = [x / config.capacity for x in by_t.values() if math.isfinite(x)]
     paper = PAPER.get((inp, run["config"]))
     return {
         "name": run["name"],
@@ -331,6 +354,7 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
         ),
         "rate_tuples_per_s": run["rate"],
         "intervals": len(recs) // 3,
+        "load_over_capacity": sum(over) / len(over) if over else math.nan,
     }
 
 
@@ -356,9 +380,12 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
       than class k + 1;
     - ``class3_loss_lower_with_dilos`` (SD_c, Table 8) and ``class3_loss_lower_with_dilos_sd_p``
       (SD_p, Table 10): class 3 loses less with DILoS than with separate managers;
-    - ``no_manager_misses_class3_target``: without a manager class 3's p95 exceeds its ``D``
-      (the input overloads the node, Table 8's 117 s against 500 ms);
-    - ``higher_class_lower_latency``: not applicable (the classes share micro-batches).
+    - ``input_overloads_node``: Pham's SD_c premise, a load above the capacity: in the run
+      without a manager, the classes' summed pre-shedding load (the managers' measure, executor
+      seconds per second) is above ``H`` on average;
+    - ``no_manager_misses_class3_target`` and ``higher_class_lower_latency``: not applicable
+      (the classes share micro-batches; with nothing shed no scheduler holds class 3 back, so
+      Table 8's 117 s against 500 ms has no counterpart).
 
     >>> cfg = make_config(quick=True)
     >>> runs = [{"name": "separate-aurora-SD_c", "config": "separate", "manager": "aurora",
@@ -367,12 +394,12 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
     ...          "class_loss": {"1": 0.1, "2": 0.0, "3": 0.3}},
     ...         {"name": "none-aurora-SD_c", "config": "none", "manager": "aurora",
     ...          "class_loss": {"1": 0.0, "2": 0.0, "3": 0.0},
-    ...          "class_latency_p95_s": {"1": 9.0, "2": 9.0, "3": 9.0},
-    ...          "class_target_s": {"1": 3.0, "2": 4.0, "3": 5.0}}]
+    ...          "load_over_capacity": 1.1}]
     >>> [(c.name, c.verdict) for c in checks(cfg, runs)]  # doctest: +NORMALIZE_WHITESPACE
     [('higher_class_never_loses_more', 'fail'), ('class3_loss_lower_with_dilos', 'pass'),
      ('class3_loss_lower_with_dilos_sd_p', 'not applicable'),
-     ('no_manager_misses_class3_target', 'pass'),
+     ('input_overloads_node', 'pass'),
+     ('no_manager_misses_class3_target', 'not applicable'),
      ('higher_class_lower_latency', 'not applicable')]
     """
     parts = [
@@ -382,9 +409,9 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
         if r["config"] in PRIORITY_AWARE
         for hi in (1, 2)
     ]  # fmt: skip
-    missed = [
-        compare(f"{r['name']}", r["class_latency_p95_s"]["3"], ">", r["class_target_s"]["3"],
-                what="class-3 p95 without a load manager against its D")
+    overloaded = [
+        compare(f"{r['name']}", r["load_over_capacity"], ">", 1.0,
+                what="summed class load over H without a load manager")
         for r in runs
         if r["config"] == "none"
     ]  # fmt: skip
@@ -393,8 +420,8 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
               none_why="no separate or DILoS run measured"),
         _class3_lower(config, runs, "SD_c", "class3_loss_lower_with_dilos"),
         _class3_lower(config, runs, "SD_p", "class3_loss_lower_with_dilos_sd_p"),
-        every("no_manager_misses_class3_target", missed,
-              none_why="no run without a load manager"),
+        every("input_overloads_node", overloaded, none_why="no run without a load manager"),
+        not_applicable("no_manager_misses_class3_target", NO_SCHEDULER),
         not_applicable("higher_class_lower_latency", SHARED_BATCHES),
     ]  # fmt: skip
 
@@ -451,6 +478,7 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             **{f"loss c{c}": r["class_loss"][str(c)] for c in (1, 2, 3)},
             **{f"p95 c{c} (s)": r["class_latency_p95_s"][str(c)] for c in (1, 2, 3)},
             **{f"mean c{c} (s)": r["class_latency_mean_s"][str(c)] for c in (1, 2, 3)},
+            "load / H": r["load_over_capacity"],
         }
         for r in runs
     ]
@@ -479,16 +507,32 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             "- The classes are lanes of one Spark plan and share micro-batches, so a class's "
             "latency differs from another's only by when its rows arrived: the latency order "
             "is not applicable. One streaming query per class in FAIR pools was not measured.\n"
-            "- The capacity split comes from the managers, not from Pham's work-conserving CQC "
-            "scheduler: a manager without feedback (Aurora) never uses what another class "
-            "leaves idle, so 'separate' sheds more than Pham's (whose CQC lent idle capacity "
-            "implicitly, Fig. 26).\n"
-            "- The class rates are unequal (Pham's classes run the same queries at the same "
-            "rate), so the mean of the class losses is not the share of all tuples lost.\n"
+            "- The capacity split is work-conserving like Pham's CQC (what a class leaves idle "
+            "in an interval the shedding classes admit, by weight), for 'separate' and 'dilos' "
+            "alike; there is no per-class batching on a shared plan, so DILoS's explicit "
+            "redistribution can add to it only what the managers' own capacities miss (Pham "
+            "credits batching for DILoS's gain over CQC's implicit sharing, §6.2.2).\n"
+            "- With nothing shed the node's micro-batches grow and amortise their fixed cost, "
+            "and no scheduler holds class 3 back: 'none' is compared with D nowhere "
+            f"(no_manager_misses_class3_target, {NO_SCHEDULER}).\n"
+            "- Every run fits its own cost model from its own micro-batches, so the same "
+            "arrivals can be a different load to its managers: compare the runs' 'load / H' "
+            "before their losses.\n"
+            "- SD_p is compressed in time: class 1's range changes every "
+            f"{num(config.pareto_epoch_s)} s against a CRC of {config.crc_cycles} intervals of "
+            f"{num(config.trigger_s)} s (Pham: 50 s against 1.5 s), so a class that lent its "
+            "capacity spends a larger part of the run waiting for it back.\n"
             "- Pham reports the mean response time (ms on AQSIOS); here p95 and mean in seconds "
             "on Spark, against D in trigger intervals."
         ),
-        tables={"configs.csv": rows},
+        tables={
+            "configs.csv": rows,
+            "records.csv": [
+                {"run": m["name"], **{k: r.get(k) for k in RECORD_COLUMNS}}
+                for m in measured
+                for r in m["records"]
+            ],
+        },
         figures=figs,
         sections=[("Every run (summary.json `configs`)", markdown_table(rows))],
     )

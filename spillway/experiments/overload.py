@@ -261,7 +261,18 @@ def run_stats(lr: LevelRun, cfg: OverloadConfig, capacity: float) -> dict[str, A
         "per_admitted_us": last.per_tuple_s * 1e6 if last is not None else math.nan,
         "per_arrived_us": last.per_arrived_s * 1e6 if last is not None else math.nan,
         "attempts": lr.attempts,
+        # per-group policies: groups decided per interval (all queries), those of which
+        # nothing was kept, and those a bounded read is estimated to have missed unseen
+        "groups_mean": _grouped_mean(hist, lambda r: sum(r.query_groups.values())),
+        "missing_groups_mean": _grouped_mean(hist, lambda r: sum(r.missing_groups.values())),
+        "unseen_groups_mean": _grouped_mean(hist, lambda r: sum(r.query_groups_unseen.values())),
     }
+
+
+def _grouped_mean(hist: list[Any], value: Any) -> float:
+    """Mean of ``value(record)`` over the records of per-group decisions (NaN: none)."""
+    got = [float(value(r)) for r in hist if r.query_groups]
+    return float(np.mean(got)) if got else math.nan
 
 
 def _guarded(fn: Any) -> dict[str, Any]:
@@ -648,7 +659,8 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         ))  # fmt: skip
     cols = ["source", "policy", "level", "overload_measured", "batch_mean_s", "latency_p95_s",
             "latency_bound_s", "kept_fraction", "overhead_s", "per_admitted_us",
-            "per_arrived_us", "capacity_tuples_per_s", "achieved_rate", "asked_rate", "error"]  # fmt: skip
+            "per_arrived_us", "groups_mean", "missing_groups_mean", "unseen_groups_mean",
+            "capacity_tuples_per_s", "achieved_rate", "asked_rate", "error"]  # fmt: skip
     sections = [("Runs", markdown_table(runs, [c for c in cols if any(c in r for r in runs)]))]
     plain = measured.get("plain_spark")
     values: dict[str, Any] = {"runs": runs, "capacity": measured.get("capacity", {}),

@@ -21,6 +21,8 @@ simulator and the tests share one implementation.
   normalised top-k distance, covariance error and Spearman's rho.
 - :mod:`~spillway.quality.concept`: CoD window concepts, drift and per-group error (import
   from that module directly).
+- :mod:`~spillway.quality.unseen`: how many groups a bounded sample never saw (Chao's
+  estimate) and its coverage (import from that module directly).
 
 The invariant every piece keeps: with nothing shed, a query's result SIC over an STW is about 1;
 shedding lowers it by exactly the SIC of what was dropped.

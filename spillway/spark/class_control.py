@@ -20,7 +20,11 @@ Each class's drop fraction becomes the budget of that class's lanes: the policy 
 per class, over that class's backlog only, to keep ``(1 − drop_k)`` of it (the ``dilos`` policy
 keeps a uniformly random subset, Pham §6.1.1). The class shares split the node's capacity
 through the managers: class ``k``'s manager starts from ``share_k · H`` and DILoS's pushes
-(Pham Eq. 6.1) move capacity between them every CRC.
+(Pham Eq. 6.1) move capacity between them every CRC. The split is work-conserving, as Pham's CQC
+scheduler is (§6.2.2): what a class leaves idle in an interval (its manager's capacity minus its
+load, when it sheds nothing) the classes that shed may admit, shared by their weights
+(:mod:`spillway.control.cqc`), with or without DILoS, so the separate managers and DILoS differ
+only in the feedback.
 
 Three layouts (``ClassControlConfig.layout``) give Pham's Table 8 baselines on the same node,
 measured the same way per class (only who decides the drops differs):
@@ -51,10 +55,12 @@ Examples
 >>> cc = ClassControl(cfg, trigger_s=0.5, n_queries=3)
 >>> [round(c, 2) for c in cc.capacities]         # H split 6/3/1
 [0.6, 0.3, 0.1]
->>> d = cc.decide(t=1.0, interval_s=0.5, loads=[0.3, 0.3, 0.3], arrived=[10, 10, 10],
+>>> d = cc.decide(t=1.0, interval_s=0.5, loads=[0.2, 0.3, 0.6], arrived=[10, 10, 10],
 ...               queued_loads=[0.1, 0.1, 0.1])
->>> [round(x, 3) for x in d.drops]               # Aurora per class: shed L − H of L
-[0.0, 0.0, 0.667]
+>>> round(d.decisions[2].drop, 3)                # class 3's Aurora: shed L − H of L
+0.833
+>>> [round(x, 3) for x in d.drops]               # with class 1's idle 0.4 (work-conserving)
+[0.0, 0.0, 0.167]
 >>> cc.observe(2, rows=10, response_s=1.2)
 >>> cc.note(arrived=[10, 10, 10], dropped=[0, 0, 7])
 >>> cc.summary()["classes"]["3"]["loss"]
@@ -134,6 +140,8 @@ class ClassControlConfig:
     layout : one of :data:`LAYOUTS`: a manager per class (default), one ``common`` manager
         for the node (Pham's common load manager), or ``none`` (nothing shed); ``dilos``
         needs ``per-class``.
+    work_conserving : whether a class may admit what the others leave idle (Pham's CQC,
+        module notes; default True); False: each class admits only its manager's capacity.
 
     >>> ClassControlConfig(manager="aloma", query_class=(1, 4))
     Traceback (most recent call last):
@@ -149,6 +157,7 @@ class ClassControlConfig:
     crc_cycles: int = 10
     settings: Mapping[str, Any] = field(default_factory=dict)
     layout: str = "per-class"
+    work_conserving: bool = True
 
     def __post_init__(self) -> None:
         for name in ("query_class", "weights", "target_intervals"):
@@ -180,6 +189,10 @@ class ClassControlConfig:
         object.__setattr__(self, "settings", dict(self.settings))
         if self.layout not in LAYOUTS:
             raise ConfigError(f"layout must be one of {', '.join(LAYOUTS)}, got {self.layout!r}")
+        if not isinstance(self.work_conserving, bool):
+            raise ConfigError(
+                f"work_conserving must be true or false, got {self.work_conserving!r}"
+            )
         if self.dilos and self.layout != "per-class":
             raise ConfigError(
                 f"dilos redistributes capacity between per-class managers, so it needs layout "
@@ -211,6 +224,7 @@ class ClassControlConfig:
             managers=tuple(managers),
             priorities=self.weights,
             dilos=dilos if self.dilos else None,
+            work_conserving=self.work_conserving,
         )
 
     def common_config(self, trigger_s: float) -> classes.ClassesConfig:
@@ -332,6 +346,7 @@ class ClassControl:
                     "drop": d.drops[c],
                     "share": d.shares[c],
                     "capacity": d.capacities[c],
+                    "lent": d.lent[c] if d.lent else 0.0,
                     "redistributed": d.redistributed,
                 }
             )

@@ -267,6 +267,7 @@ from spillway.feeds.base import Feed
 from spillway.policies.base import Admission, Backlog, Policy
 from spillway.quality import QuerySicLedger, StwConfig, StwCounter
 from spillway.quality.stw_account import SourceTimeAccount
+from spillway.quality.unseen import unseen_groups
 from spillway.spark.class_control import ClassControl, ClassControlConfig
 from spillway.spark.load_control import LoadControl, LoadControlConfig
 from spillway.spark.source import (
@@ -591,6 +592,7 @@ class _Interval:
     query_admitted: dict[str, int] = field(default_factory=dict)
     query_groups: dict[str, int] = field(default_factory=dict)
     query_groups_kept: dict[str, int] = field(default_factory=dict)
+    query_groups_unseen: dict[str, float] = field(default_factory=dict)
     span: int = 1
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan
@@ -684,6 +686,35 @@ def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> n
     new = np.ones(qs.size, dtype=bool)
     new[1:] = (qs[1:] != qs[:-1]) | (ks[1:] != ks[:-1])
     return np.bincount(qs[new], minlength=n_queries)
+
+
+def _unseen_per_query(
+    query: np.ndarray, key: np.ndarray, count: np.ndarray, bounded: np.ndarray
+) -> np.ndarray:
+    """Per query, the groups a bounded group read is estimated to have missed
+    (:func:`spillway.quality.unseen.unseen_groups` over the query's sample counts per key,
+    pooled over its lanes); 0 for a query ``bounded`` does not mark (every arrival read).
+
+    >>> q, k = np.array([0, 0, 0, 0, 1]), np.array([1, 2, 3, 3, 1])
+    >>> _unseen_per_query(q, k, np.array([1, 1, 1, 1, 1]), np.array([True, True])).tolist()
+    [0.375, 0.0]
+    >>> _unseen_per_query(q, k, np.array([1, 1, 1, 1, 1]), np.array([False, True])).tolist()
+    [0.0, 0.0]
+    """
+    out = np.zeros(bounded.size)
+    if query.size == 0:
+        return out
+    o = np.lexsort((key, query))
+    qs, ks, cs = query[o], key[o], count[o]
+    new = np.ones(qs.size, dtype=bool)
+    new[1:] = (qs[1:] != qs[:-1]) | (ks[1:] != ks[:-1])
+    starts = np.flatnonzero(new)
+    per_key = np.add.reduceat(cs, starts)
+    key_q = qs[starts]
+    edges = np.searchsorted(key_q, np.arange(bounded.size + 1))
+    for i in np.flatnonzero(bounded).tolist():
+        out[i] = unseen_groups(per_key[edges[i] : edges[i + 1]])
+    return out
 
 
 class NodeController:
@@ -1302,6 +1333,7 @@ class NodeController:
         measured = self._measured(t1_us / 1e6)
         groups_seen: dict[str, int] = {}
         groups_kept: dict[str, int] = {}
+        groups_unseen: dict[str, float] = {}
         if grouped and units is not None:
             uq = self.lane_query[units.lane]
             live = units.count > 0
@@ -1310,6 +1342,14 @@ class NodeController:
             kept = _distinct_per_query(uq[got], units.key[got], self.n_queries)
             groups_seen = {n: int(seen[i]) for i, n in enumerate(self.query_names)}
             groups_kept = {n: int(kept[i]) for i, n in enumerate(self.query_names)}
+            # a bounded read drops unread tuples whatever their group: the groups it never saw
+            # are lost to the results without a trace, so their number is estimated
+            partial = (
+                units.read < count if units.read is not None else np.zeros(count.size, dtype=bool)
+            )
+            bounded_q = np.bincount(self.lane_query[partial], minlength=self.n_queries) > 0
+            est_unseen = _unseen_per_query(uq[live], units.key[live], units.count[live], bounded_q)
+            groups_unseen = {n: float(est_unseen[i]) for i, n in enumerate(self.query_names)}
         self._record(
             k,
             _Interval(
@@ -1330,6 +1370,7 @@ class NodeController:
                 query_admitted={n: int(kept_q[i]) for i, n in enumerate(self.query_names)},
                 query_groups=groups_seen,
                 query_groups_kept=groups_kept,
+                query_groups_unseen=groups_unseen,
                 span=self._span,
                 overhead_s=sum(e.overhead_s for e in est.values()),
                 per_tuple_s=float(np.mean([e.per_tuple_s for e in est.values()])),
@@ -2091,6 +2132,7 @@ class NodeController:
                     query_kept=dict(r.query_kept),
                     query_groups=dict(r.query_groups),
                     query_groups_kept=dict(r.query_groups_kept),
+                    query_groups_unseen=dict(r.query_groups_unseen),
                     span=r.span,
                     overhead_s=r.overhead_s,
                     per_tuple_s=r.per_tuple_s,

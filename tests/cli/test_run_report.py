@@ -213,7 +213,10 @@ def test_groups_and_missing_groups_of_per_group_decisions(tmp_path: Path) -> Non
     name = cfg.queries[0].name
     grouped = [
         dataclasses.replace(
-            r, query_groups={name: 40 + i}, query_groups_kept={name: 40 + i - i % 2}
+            r,
+            query_groups={name: 40 + i},
+            query_groups_kept={name: 40 + i - i % 2},
+            query_groups_unseen={name: 0.5 * i},
         )
         for i, r in enumerate(records)
     ]
@@ -224,6 +227,7 @@ def test_groups_and_missing_groups_of_per_group_decisions(tmp_path: Path) -> Non
     steady = [i for i, r in enumerate(records) if r.t - records[0].t >= cfg.stw_s]
     assert q["groups_mean"] == pytest.approx(np.mean([40 + i for i in steady]))
     assert q["missing_groups_mean"] == pytest.approx(np.mean([i % 2 for i in steady]))
+    assert q["unseen_groups_mean"] == pytest.approx(np.mean([0.5 * i for i in steady]))
     write_run_report(
         tmp_path, config=cfg, history=records, snapshot=snaps[-1], results=None, duration_s=8
     )

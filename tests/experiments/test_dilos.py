@@ -10,10 +10,10 @@ from spillway.errors import ConfigError
 from spillway.experiments import dilos as dl
 
 
-def _measured(config, manager, losses, rt=1.0, inp="SD_c"):
+def _measured(config, manager, losses, rt=1.0, inp="SD_c", load=0.3):
     recs = [
         {"t": float(t), "class": c, "arrived": 100, "dropped": int(100 * losses[c - 1]),
-         "processed": 50, "response_time_s": rt * c, "capacity": 0.1 * c}
+         "processed": 50, "response_time_s": rt * c, "capacity": 0.1 * c, "load": load}
         for t in range(0, 40)
         for c in (1, 2, 3)
     ]  # fmt: skip
@@ -73,13 +73,15 @@ def test_report_from_measured_records(tmp_path):
         "higher_class_never_loses_more": "pass",
         "class3_loss_lower_with_dilos": "pass",
         "class3_loss_lower_with_dilos_sd_p": "pass",
-        "no_manager_misses_class3_target": "pass",
+        "input_overloads_node": "pass",
+        "no_manager_misses_class3_target": "not applicable",
         "higher_class_lower_latency": "not applicable",
     }
+    assert by["none-aurora-SD_c"]["load_over_capacity"] == pytest.approx(0.9 / cfg.capacity)
     report = (tmp_path / "report.md").read_text()
     assert "not reproduced: the Spark node has no operator sharing" in report
     assert "85.37" in report and "8.53" in report
-    worse = [_measured("none", "aurora", (0.0, 0.0, 0.0), rt=1.0),
+    worse = [_measured("none", "aurora", (0.0, 0.0, 0.0), load=0.25),
              _measured("separate", "aurora", (0.0, 0.0, 0.2)),
              _measured("dilos", "aurora", (0.3, 0.1, 0.3)),
              _measured("separate", "aurora", (0.0, 0.0, 0.1), inp="SD_p"),
@@ -88,9 +90,10 @@ def test_report_from_measured_records(tmp_path):
     assert verdicts["higher_class_never_loses_more"] == "fail"
     assert verdicts["class3_loss_lower_with_dilos"] == "fail"
     assert verdicts["class3_loss_lower_with_dilos_sd_p"] == "fail"
-    assert verdicts["no_manager_misses_class3_target"] == "fail"  # p95 3 s against D = 5 s
+    assert verdicts["input_overloads_node"] == "fail"  # 0.75 of load against H = 0.8
     assert json.loads((tmp_path / "summary.json").read_text())["configs"][0]["name"]
     assert (tmp_path / "class_loss.png").exists() and (tmp_path / "report.md").exists()
+    assert "dilos-aurora-SD_p" in (tmp_path / "records.csv").read_text()
 
 
 def test_the_common_manager_and_no_manager_are_not_held_to_the_priority_order():

@@ -44,6 +44,8 @@ def test_config_errors_name_the_setting():
         ClassControlConfig(manager="aloma", query_class=(1,), settings={"capacity": 0})
     with pytest.raises(ConfigError, match="layout must be one of per-class, common, none"):
         ClassControlConfig(manager="aloma", query_class=(1,), layout="shared")
+    with pytest.raises(ConfigError, match="work_conserving must be true or false, got 'no'"):
+        ClassControlConfig(manager="aloma", query_class=(1,), work_conserving="no")  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="dilos .* needs layout 'per-class'.*set dilos false"):
         ClassControlConfig(manager="aloma", query_class=(1,), layout="common")
     with pytest.raises(ConfigError, match="target_intervals must be a finite number > 0"):
@@ -140,6 +142,22 @@ def test_dilos_lends_class_one_s_unused_capacity_to_class_three():
     assert without == pytest.approx([0.18, 0.09, 0.03])
     assert with_dilos[2] > without[2]
     assert sum(with_dilos) == pytest.approx(sum(without))
+
+
+def test_a_class_admits_what_the_others_leave_idle_only_when_work_conserving():
+    def decide(wc: bool) -> tuple[float, ...]:
+        cc = ClassControl(
+            ClassControlConfig(manager="aurora", query_class=(1, 2, 3), dilos=False,
+                               settings={"capacity": 1.0}, work_conserving=wc),
+            trigger_s=0.5, n_queries=3,
+        )  # fmt: skip
+        d = cc.decide(t=1.0, interval_s=0.5, loads=[0.2, 0.3, 0.6], arrived=[10, 10, 10],
+                      queued_loads=[0.0, 0.0, 0.0])  # fmt: skip
+        assert cc.records[-1]["lent"] == pytest.approx(0.4 if wc else 0.0)
+        return d.drops
+
+    assert decide(False) == pytest.approx((0.0, 0.0, 0.5 / 0.6))
+    assert decide(True) == pytest.approx((0.0, 0.0, 0.1 / 0.6))  # class 1's idle 0.4
 
 
 def _layout(layout: str, capacity: float = 0.2):

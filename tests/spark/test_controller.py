@@ -694,3 +694,42 @@ def test_a_bounded_group_read_is_charged_for_what_it_reads():
     # every arrival charged: 500,000 x 2e-6 s = 1 s, more than the interval; bounded: about
     # twice the capacity read
     assert capacity[2.0] > 2 * max(capacity[None], 1.0), capacity
+
+
+def test_the_groups_a_bounded_read_never_saw_are_estimated_close_to_the_truth():
+    # CoD at 10x reads a bounded sample: groups with no tuple in it are lost unseen. Their
+    # number, estimated from the sample (Chao1), is compared with the count over every key.
+    from spillway.policies import make_policy
+
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-5)
+    state = _learn(_controller(cost_model=cm, capacity_reach=None), 2e-6)
+    times = np.arange(0.0, 3.0, 2e-6)  # 500,000 tuples a second
+    keys = np.random.default_rng(4).integers(0, 40_000, times.size)  # ~12 a group a second
+    feed = ListFeed(times=[list(times)], values=[[1.0] * times.size], keys=[list(keys)])
+    plan = PlanSpec(name="avg", kind="group_avg", window_s=1.0,
+                    queries=(PlanQuery(query_id=0, name="q", feed=feed),))  # fmt: skip
+    c = _controller(cost_model=cm, capacity_reach=None, plans=[plan], policy=make_policy("cod"),
+                    group_read=2.0)  # fmt: skip
+    c.set_cost_state("avg", state)
+    start = c.initial_offset("avg")
+    end = c.latest_offset("avg", start)
+    rec = c.history()[-1]
+    decided = keys[start["end"][0] : end["end"][0]]
+    truth = np.unique(decided).size - rec.query_groups["q"]
+    assert rec.arrived_tuples == decided.size
+    assert truth > 500  # the read was bounded and missed groups
+    assert rec.query_groups_unseen["q"] == pytest.approx(truth, rel=0.1)
+
+
+def test_no_group_is_unseen_when_every_arrival_is_read():
+    from spillway.policies import make_policy
+
+    keys = np.random.default_rng(4).integers(0, 4_000, 3_000)
+    feed = ListFeed(times=[list(np.linspace(0, 2.9, 3_000))], values=[[1.0] * 3_000],
+                    keys=[list(keys)])  # fmt: skip
+    plan = PlanSpec(name="avg", kind="group_avg", window_s=1.0,
+                    queries=(PlanQuery(query_id=0, name="q", feed=feed),))  # fmt: skip
+    c = _controller(capacity=200.0, plans=[plan], policy=make_policy("cod"), group_read=None)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    rec = c.history()[-1]
+    assert rec.query_groups["q"] > 0 and rec.query_groups_unseen == {"q": 0.0}
