@@ -14,8 +14,9 @@ Pham's thesis (§6.2) runs three priority classes (weights 6/3/1, delay targets
 Here every configuration runs one spillway node on Spark with the ``dilos`` policy
 (:mod:`spillway.spark.class_control`): three AVG queries, one per class, at the same rate
 (Pham's classes run the same 11 queries on streams of the same rate, ``class_rates``), their
-total ``overload`` times the capacity the first run measures (then the same for every run;
-``DilosExperimentConfig.overload`` says why 2). ``D`` = 3, 4, 5
+total ``overload`` times the capacity the first run measures (then the same for every run,
+which starts from the cost model that calibration fitted instead of fitting its own from the
+priors: ``Node(cost_states=...)``; ``DilosExperimentConfig.overload`` says why 2). ``D`` = 3, 4, 5
 trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). The classes' capacity
 split is work-conserving, as Pham's CQC is (:mod:`spillway.control.cqc`), for the separate
 managers and DILoS alike: only the feedback differs. How each of Pham's configurations maps
@@ -69,7 +70,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -268,17 +269,22 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
 
     out: list[dict[str, Any]] = []
     scale: float | None = None
+    costs: dict[str, Any] = {}
     try:
         for manager in config.managers:
             for name, inp in config.runs():
                 if name == "none" and manager != config.managers[0]:
                     continue  # nothing decides: one run is enough
                 cfg = config.node(manager, name, inp)
-                if scale is not None:  # the same arrival rate as the first run
-                    cfg = at_rate(cfg, input_rate(cfg) * scale)
-                node = Node(cfg, spark=spark)
+                if scale is not None:
+                    # the first run's calibration for every run: the same arrival rate and
+                    # the same fitted costs to start from, so runs differ in their manager
+                    # and configuration, not in a measurement of their own
+                    cfg = at_rate(replace(cfg, overload=None), input_rate(cfg) * scale)
+                node = Node(cfg, spark=spark, cost_states=costs)
                 node.start()
-                scale = scale if scale is not None else node.rate_scale
+                if scale is None:
+                    scale, costs = node.rate_scale, node.cost_states
                 t0 = node.controller.feed_time()
                 try:
                     time.sleep(config.duration_s)
@@ -294,6 +300,7 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
                         "manager": manager,
                         "input": inp,
                         "rate": input_rate(cfg) * (scale if cfg.overload is not None else 1.0),
+                        "calibrated": cfg.overload is not None,
                         "records": records,
                     }
                 )
@@ -489,7 +496,7 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             f"Three AVG queries, one per class (weights 6/3/1), rate shares "
             f"{'/'.join(num(x) for x in config.class_rates)}, arrival rate "
             f"{config.overload:g} x the capacity the first run measured (then the same for every "
-            f"run). SD_c: constant. SD_p: each class's SD_c rate times Pham's SD_p rate over "
+            f"run, each starting from the cost model that calibration fitted). SD_c: constant. SD_p: each class's SD_c rate times Pham's SD_p rate over "
             f"950 t/s, one bounded-Pareto draw (shape 1) per trigger interval, seed "
             f"{config.seed}; class 1's range changes every {num(config.pareto_epoch_s)} s "
             f"(Pham: 50 s). D = 3, 4, 5 trigger intervals of {num(config.trigger_s)} s (Pham: "

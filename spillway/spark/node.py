@@ -95,7 +95,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -181,6 +181,29 @@ class PlanLayout(NamedTuple):
         return sorted(i for ids in self.kinds.values() for i in ids)
 
 
+def _cost_states(given: Mapping[str, CostModelState] | None) -> dict[str, CostModelState]:
+    """``cost_states`` checked: a mapping of plan names to cost model states.
+
+    >>> _cost_states(None)
+    {}
+    >>> _cost_states({"avg": 1.0})
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: cost_states must map plan names to CostModelState, got float for 'avg'
+    """
+    if given is None:
+        return {}
+    if not isinstance(given, Mapping):
+        raise ConfigError(f"cost_states must be a mapping or None, got {type(given).__name__}")
+    for name, state in given.items():
+        if not isinstance(state, CostModelState):
+            raise ConfigError(
+                "cost_states must map plan names to CostModelState, got "
+                f"{type(state).__name__} for {name!r}"
+            )
+    return dict(given)
+
+
 def plan_layout(config: NodeConfig) -> list[PlanLayout]:
     """The node's plans: ONE, carrying every query whatever its kind and window.
 
@@ -263,6 +286,9 @@ class Node:
         results are partial, an upstream fragment's), and the controller balances the view it keeps (the coordinator's values projected
         over this node's shedding, THEMIS §6; the local view while it has none). Its clock,
         when not given, is the controller's. None (default): a single node.
+    cost_states : per plan name, a cost model to start from instead of the priors (a
+        calibrated node's :attr:`cost_states`): runs compared with each other then start from
+        one measurement, not each from its own. A calibration replaces them.
     """
 
     def __init__(
@@ -278,6 +304,7 @@ class Node:
         log_level: str | None = None,
         keep_source_mass: bool = False,
         federation: NodeReporter | None = None,
+        cost_states: Mapping[str, CostModelState] | None = None,
     ) -> None:
         if not isinstance(config, NodeConfig):
             raise ConfigError(f"config must be a NodeConfig, got {type(config).__name__}")
@@ -317,7 +344,7 @@ class Node:
         self._layout = plan_layout(config)
         self._scale = 1.0
         self._calibration: dict[str, Any] | None = None
-        self._carry_costs: dict[str, CostModelState] = {}
+        self._carry_costs: dict[str, CostModelState] = _cost_states(cost_states)
         self._controller: NodeController | None = None
         self._server: ControlServer | None = None
         self._listener: ProgressListener | None = None
@@ -390,6 +417,13 @@ class Node:
     def feeds_end_s(self) -> dict[str, float | None]:
         """Per query, the feed time its feed ends (a replayed file without ``loop``) or None."""
         return dict(self._feed_ends)
+
+    @property
+    def cost_states(self) -> dict[str, CostModelState]:
+        """Per plan, the cost model the node's runs start from: the last calibration
+        round's fit once calibrated, else what was given (``cost_states``); pass them to
+        another node of the same query mix to start it from this one's measurement."""
+        return dict(self._carry_costs)
 
     @property
     def rate_scale(self) -> float:
@@ -469,6 +503,7 @@ class Node:
                         spec=spec,
                         kind=q.kind,
                         window_s=q.window_s,
+                        sic_sources=q.sic_sources,
                     )
                 )
             plans.append(

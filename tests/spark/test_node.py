@@ -55,6 +55,19 @@ def test_node_argument_errors():
         Node(cfg).history()
     with pytest.raises(ConfigError, match="keep_source_mass must be True or False, got 'yes'"):
         Node(cfg, keep_source_mass="yes")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="cost_states must map plan names to CostModelState"):
+        Node(cfg, cost_states={"avg": 0.5})  # type: ignore[dict-item]
+    with pytest.raises(ConfigError, match="cost_states must be a mapping or None, got list"):
+        Node(cfg, cost_states=[])  # type: ignore[arg-type]
+
+
+def test_a_node_starts_from_the_cost_states_it_is_given():
+    from spillway.control import CostModelConfig, initial_state
+
+    state = initial_state(CostModelConfig(prior_overhead_s=0.3, prior_per_tuple_s=2e-6))
+    node = Node(NodeConfig(queries=_queries()), cost_states={"avg": state})
+    assert node.cost_states == {"avg": state}
+    assert Node(NodeConfig(queries=_queries())).cost_states == {}
 
 
 def _wait_batches(node, n, timeout_s=45.0):
