@@ -51,6 +51,7 @@ from spillway.bench.command import EPILOG as BENCH_EPILOG
 from spillway.config import NodeConfig, load_config
 from spillway.errors import ConfigError, RunFailedError, SpillwayError, UnknownNameError
 from spillway.federation.command import add_coordinator_command
+from spillway.federation.up import add_federation_command
 from spillway.kafka.cli import add_kafka_commands
 from spillway.progress import to_stream
 from spillway.run_exact import DEFAULT_BUDGET_ROWS
@@ -400,6 +401,7 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_option(add_simulate_parser(sub, positive=_positive_float, seed=_seed))
     add_kafka_commands(sub)  # kafka up|down|status|topics|fetch, produce: spillway/kafka/cli.py
     add_coordinator_command(sub)  # coordinator FED.toml: spillway/federation/command.py
+    add_federation_command(sub)  # federation up|node FED.toml: spillway/federation/up.py
     return parser
 
 

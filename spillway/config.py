@@ -172,6 +172,9 @@ class QuerySpec:
         only.
     priority_class : the query's priority class (1 = highest) under the ``dilos`` policy
         (``NodeConfig.class_weights``); None: class 1.
+    sic_sources : when the query is one fragment of a federated query, the sources of the
+        whole query (``|S_q|`` of THEMIS Eq. 1 counts every fragment's sources), so a tuple
+        carries its share of the federated query's SIC; None (default): ``sources``.
     """
 
     name: str
@@ -187,6 +190,7 @@ class QuerySpec:
     function: str | Callable[..., Any] | None = None
     sink: Mapping[str, Any] | Callable[..., Any] | None = None
     priority_class: int | None = None
+    sic_sources: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
@@ -201,6 +205,12 @@ class QuerySpec:
         ):
             raise ConfigError(
                 f"query {self.name!r}: sources must be an int >= 1, got {self.sources!r}"
+            )
+        n = self.sic_sources
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+            raise ConfigError(
+                f"query {self.name!r}: sic_sources must be an int >= 1 (the sources of the "
+                f"whole federated query, THEMIS Eq. 1) or None, got {n!r}"
             )
         _positive(f"query {self.name!r}: rate", self.rate)
         _positive(f"query {self.name!r}: window_s", self.window_s)

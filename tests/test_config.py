@@ -150,6 +150,8 @@ def test_priority_classes_need_the_dilos_policy_and_a_load_manager():
     q = QuerySpec(name="q", kind="avg", feed="gaussian", priority_class=2)
     with pytest.raises(ConfigError, match=r"priority_class must be an int >= 1 \(1 = highest\)"):
         QuerySpec(name="q", kind="avg", feed="gaussian", priority_class=0)
+    with pytest.raises(ConfigError, match=r"sic_sources must be an int >= 1 \(the sources of"):
+        QuerySpec(name="q", kind="avg", feed="gaussian", sic_sources=0)
     with pytest.raises(ConfigError, match="set priority_class but the policy is 'random'"):
         NodeConfig(queries=(q,), policy="random")
     with pytest.raises(ConfigError, match='policy "dilos" runs one load manager per priority'):

@@ -14,6 +14,9 @@ a consumer producing the query's result. The file names them::
 
     [[queries]]
     name = "avg"
+    kind = "avg_all"       # what each fragment computes over its own sources (default avg)
+    feed = "cluster"       # where their tuples come from (default gaussian)
+    rate = 20.0            # tuples per second per source (default 50)
     fragments = [
       { name = "leaf", node = "a", sources = 10, to = ["root"] },
       { name = "root", node = "b", sources = 10 },
@@ -111,13 +114,30 @@ class FragmentEntry:
 
 @dataclass(frozen=True, kw_only=True)
 class QueryEntry:
-    """One query and its fragments (names unique within it)."""
+    """One query and its fragments (names unique within it).
+
+    ``kind``, ``feed`` and ``rate`` say what a node running the query's fragments computes
+    over each fragment's own sources (a kind of :data:`spillway.config.DEFAULT_SOURCES`), where
+    their tuples come from (a feed of :data:`spillway.feeds.FEEDS`) and how many tuples per
+    second each source sends (``spillway federation node``).
+    """
 
     name: str
     fragments: tuple[FragmentEntry, ...]
+    kind: str = "avg"
+    feed: str = "gaussian"
+    rate: float = 50.0
 
     def __post_init__(self) -> None:
         _name(self.name, "query name")
+        _name(self.kind, f"query {self.name!r} kind")
+        _name(self.feed, f"query {self.name!r} feed")
+        r = self.rate
+        if isinstance(r, bool) or not isinstance(r, int | float) or not math.isfinite(r) or r <= 0:
+            raise ConfigError(
+                f"query {self.name!r} rate must be a number > 0 (tuples per second per "
+                f"source), got {r!r}"
+            )
         names = [f.name for f in self.fragments]
         if not names:
             raise ConfigError(f"query {self.name!r} needs at least one fragment")
@@ -279,7 +299,8 @@ class FederationConfig:
                         to=tuple(to),
                     )
                 )
-            queries.append(QueryEntry(name=q.get("name"), fragments=tuple(frags)))  # type: ignore[arg-type]
+            shape = {k: q[k] for k in ("kind", "feed", "rate") if k in q}
+            queries.append(QueryEntry(name=q.get("name"), fragments=tuple(frags), **shape))  # type: ignore[arg-type]
         return cls(nodes=tuple(nodes), queries=tuple(queries), **coord)
 
     def to_dict(self) -> dict[str, Any]:
@@ -294,6 +315,9 @@ class FederationConfig:
             "queries": [
                 {
                     "name": q.name,
+                    "kind": q.kind,
+                    "feed": q.feed,
+                    "rate": q.rate,
                     "fragments": [
                         {"name": f.name, "node": f.node, "sources": f.sources, "to": list(f.to)}
                         for f in q.fragments

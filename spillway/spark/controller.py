@@ -331,7 +331,9 @@ class PlanQuery:
 
     ``spec`` tells executors how to rebuild the feed (default: the feed object pickled);
     ``kind`` is the query kind (``spark.queries.QUERIES`` key), default the plan's;
-    ``window_s`` is the query's tumbling window, default the plan's.
+    ``window_s`` is the query's tumbling window, default the plan's; ``sic_sources`` the
+    ``|S_q|`` of THEMIS Eq. 1 when the query is one fragment of a federated query (the whole
+    query's sources), default the feed's sources.
     """
 
     query_id: int
@@ -340,6 +342,7 @@ class PlanQuery:
     spec: FeedSpec | None = None
     kind: str | None = None
     window_s: float | None = None
+    sic_sources: int | None = None
 
     def __post_init__(self) -> None:
         w = self.window_s
@@ -843,7 +846,7 @@ class NodeController:
                 lane_source += list(range(n))
                 lane_plan += [pi] * n
                 lane_feed += [qi] * n
-                lane_ns += [n] * n
+                lane_ns += [q.sic_sources or n] * n
                 feeds.append(q.feed_spec.dump())
                 self._query_lanes[q.query_id] = np.arange(first, first + n)
             lanes = np.arange(start, len(lane_query))
@@ -886,7 +889,8 @@ class NodeController:
         #: to be scanned; its groups are counted from a small sample instead).
         self._readable = ~self._lane_log
         self.lane_n_sources = np.array(
-            [self._queries[q].feed.n_sources for q in lane_query], dtype=np.int64
+            [self._queries[q].sic_sources or self._queries[q].feed.n_sources for q in lane_query],
+            dtype=np.int64,
         )
         n_lanes = len(lane_query)
         #: Every lane's first tuple index (a Kafka partition's start offset; 0 otherwise).

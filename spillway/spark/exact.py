@@ -69,7 +69,7 @@ from spillway.quality.metrics import (
     mean_absolute_relative_error,
     topk_distance,
 )
-from spillway.spark.queries import QueryKind, query_kind, results_to_pandas
+from spillway.spark.queries import QueryKind, query_kind
 
 #: Error metric per query kind.
 METRICS: dict[str, str] = {
@@ -117,7 +117,7 @@ def exact_results(kind: QueryKind | str, rows: DataFrame, window_s: float) -> pd
     [[4.0, 1.0, 2.0]]
     """
     k = query_kind(kind) if isinstance(kind, str) else kind
-    out = results_to_pandas(k.apply(rows, window_s))
+    out = k.apply(rows, window_s)
     return out.sort_values([*_KEY, "key", "rank"], kind="stable").reset_index(drop=True)
 
 

@@ -503,6 +503,7 @@ class Node:
                         spec=spec,
                         kind=q.kind,
                         window_s=q.window_s,
+                        sic_sources=q.sic_sources,
                     )
                 )
             plans.append(

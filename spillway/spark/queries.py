@@ -1,10 +1,14 @@
-"""The THEMIS Table 1 queries and CoD's grouped aggregate as multiplexed, SIC-propagating
-DataFrame functions.
+"""The THEMIS Table 1 queries and CoD's grouped aggregate, each written once as SQL.
 
-Every kind takes the rows of the spillway source (all logical queries of that kind in one
-DataFrame, told apart by ``query_id``) and returns one result table, grouped by query and
-tumbling window (``window_start = floor(event_ts / window_s) * window_s``, aligned with the
-micro-batches). Result columns (:data:`RESULT_COLUMNS`, the contract every query kind keeps):
+Every kind is one SQL text (:attr:`QueryKind.sql`) over ``{rows}``: the rows of the spillway
+source of all logical queries of that kind (told apart by ``query_id``) with their tumbling
+``window_start = floor(event_ts / window_s) * window_s`` (aligned with the micro-batches). It
+gives the kind's result rows, ``query_id, window_start, key, rank, value``, and nothing about
+SIC: every kind, like a user's query (:mod:`spillway.spark.user`), is one operator firing per
+(query, window), and its result rows share the SIC of the firing's input rows equally (THEMIS
+Eq. 3; :mod:`spillway.spark.statement`, which also puts all the kinds of a plan into one
+statement). The same statement serves a node's sink and :meth:`QueryKind.apply` (exact answers,
+tests). Result columns (:data:`RESULT_COLUMNS`, the contract every query kind keeps):
 
 ==================  =========  =============================================================
 column              type       meaning
@@ -22,9 +26,11 @@ column              type       meaning
 
 One row per (query, window) that has input rows, except ``top5`` (up to 5) and ``group_avg``
 (one per group present). A window without input rows emits nothing, whatever the kind (there is
-no firing; marker rows are only for firings that have inputs but no output). The SIC rules are
-those of :mod:`spillway.spark.sic_ops` (and :mod:`spillway.quality.propagation`), so the rows
-of a window always carry the SIC of all its input rows between them:
+no firing); a window with inputs but no result row (TOP-5 with no qualifying machine) emits one
+marker row (``rank`` 0, ``value`` null) with the window's whole SIC. So the rows of a window
+always carry the SIC of all its input rows between them; the rule gives each kind what chaining
+its operators' rules (:mod:`spillway.spark.sic_ops`, :mod:`spillway.quality.propagation`)
+gives:
 
 - ``avg``, ``max``, ``avg_all``: one aggregate row carrying the window's whole input SIC.
   ``avg_all`` averages the union of its sources' tuples (``Avg(t.v) from AllSrc``); the union
@@ -46,10 +52,10 @@ of a window always carry the SIC of all its input rows between them:
   available CPU (``100 - CPU %``, i.e. lowest CPU first; ties by lower machine id), keep 5.
   ``value`` is the machine id, ``rank`` 1..5. Chaining the group-by, join, filter and top-k
   rules of :mod:`~spillway.spark.sic_ops` gives each row ``sum(sic of the window's inputs) /
-  rows`` (``/ 5`` with 5 or more qualifying machines); the plan computes that directly, in one
-  aggregation pass. A window where no machine qualifies emits one marker row (``rank`` 0,
-  ``value`` null) carrying the window's whole SIC: an empty result is an answer, not lost data
-  (:mod:`spillway.quality.propagation`).
+  rows`` (``/ 5`` with 5 or more qualifying machines), the firing rule itself
+  (``tests/spark/test_sic_ops.py`` checks the chain against it). A window where no machine
+  qualifies emits the marker row: an empty result is an answer, not lost data (DISSP §3.2
+  Assumption 6).
 - ``group_avg`` (CoD's grouped aggregate: mean fare per route, mean CPU request per task class;
   ``Select key, Avg(t.v) From Src[Range 1 sec] Group By key``): per (query, window, ``key``) the
   mean of the values; one row per group present in the window (``rank`` 1, ``key`` the group,
@@ -69,33 +75,39 @@ Examples
 >>> df = local_spark().createDataFrame(rows, SOURCE_SCHEMA_DDL.replace("timestamp", "double"))
 >>> df = df.withColumn("event_ts", F.timestamp_seconds("event_ts")).withColumn(
 ...     "arrival_ts", F.timestamp_seconds("arrival_ts"))
->>> r = QUERIES["count"].apply(df, 1.0).first()
->>> (r.value, r.sic, r.n_in)
+>>> r = QUERIES["count"].apply(df, 1.0).iloc[0]
+>>> (float(r.value), float(r.sic), int(r.n_in))
 (3.0, 1.0, 4)
->>> QUERIES["avg"].apply(df, 1.0).first().value
+>>> float(QUERIES["avg"].apply(df, 1.0).iloc[0].value)
 65.0
 >>> df = df.withColumn("key", (F.col("value") >= 50).cast("long"))
->>> rows = QUERIES["group_avg"].apply(df, 1.0).orderBy("key").collect()
->>> [(r.key, r.value, r.sic, r.n_in) for r in rows]
-[(0, 40.0, 0.5, 4), (1, 73.33333333333333, 0.5, 4)]
+>>> QUERIES["group_avg"].apply(df, 1.0)[["key", "value", "sic", "n_in"]].values.tolist()
+[[0, 40.0, 0.5, 4], [1, 73.33333333333333, 0.5, 4]]
 
 References
 ----------
 THEMIS (SIGMOD 2016) §4 Eq. 3, §7 Table 1 and the fragmentation of its queries; CoD §VII-B
-(grouped workloads).
+(grouped workloads); Fiscato, PhD thesis 2012 (DISSP) §3.2 Assumption 6.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import pandas as pd
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from spillway.errors import ConfigError, UnknownNameError
-from spillway.spark.sic_ops import FIRING, sic_window_agg, window_start
+from spillway.spark.statement import (
+    RESULT_COLUMNS,
+    RESULT_TYPES,
+    TIME_COLUMNS,
+    kinds_sql,
+    share_firings,
+)
+
+__all__ = ["QUERIES", "RESULT_COLUMNS", "RESULT_TYPES", "TIME_COLUMNS", "QueryKind", "query_kind"]
 
 #: Columns of the rows the spillway source emits (:data:`spillway.spark.source.SCHEMA`), as DDL.
 SOURCE_SCHEMA_DDL = (
@@ -104,19 +116,6 @@ SOURCE_SCHEMA_DDL = (
 )
 #: Source column names, in order.
 SOURCE_COLUMNS: tuple[str, ...] = tuple(c.split()[0] for c in SOURCE_SCHEMA_DDL.split(", "))
-#: Result columns and their Spark types, in order.
-RESULT_TYPES: dict[str, str] = {
-    "query_id": "int",
-    "window_start": "timestamp",
-    "key": "bigint",
-    "rank": "int",
-    "value": "double",
-    "sic": "double",
-    "n_in": "bigint",
-    "last_arrival_ts": "timestamp",
-}
-#: Result column names, in order.
-RESULT_COLUMNS: tuple[str, ...] = tuple(RESULT_TYPES)
 
 #: COUNT counts values at or above this threshold (THEMIS Table 1).
 COUNT_THRESHOLD = 50.0
@@ -127,113 +126,45 @@ TOP_K = 5
 #: Available CPU of a machine is this minus its CPU usage in percent.
 CPU_FULL_PERCENT = 100.0
 
-
-def _stats() -> list[Column]:
-    return [F.count(F.lit(1)).alias("n_in"), F.max("arrival_ts").alias("last_arrival_ts")]
-
-
-def _no_key() -> Column:
-    """The ``key`` of a kind that does not group: null."""
-    return F.lit(None).cast("bigint").alias("key")
+#: The ``key`` of a kind that does not group.
+_NO_KEY = "CAST(NULL AS bigint) AS key"
 
 
-def _single(value: Callable[[], Column]) -> Callable[[DataFrame, float], DataFrame]:
-    # Columns are built at apply time: building one needs an active SparkContext.
-    def build(df: DataFrame, window_s: float) -> DataFrame:
-        out = df.transform(sic_window_agg, value().alias("value"), *_stats(), window_s=window_s)
-        return out.withColumn("rank", F.lit(1)).withColumn("key", _no_key())
-
-    return build
-
-
-def _group_avg(df: DataFrame, window_s: float) -> DataFrame:
-    # The group-by rule of sic_ops (sum(sic) / groups on every group row, THEMIS Eq. 3) gives
-    # value and SIC; the window's input rows and last arrival are summed over its groups.
-    out = df.transform(
-        sic_window_agg,
-        F.avg("value").alias("value"),
-        F.count(F.lit(1)).alias("n_group"),
-        F.max("arrival_ts").alias("last_group"),
-        window_s=window_s,
-        by="key",
-    )
-    firing = Window.partitionBy(*FIRING)
+def _aggregate_sql(expr: str, by: str | None = None) -> str:
+    """The SQL of a kind whose result is one aggregate per (query, window), or per (query,
+    window, ``by``)."""
+    key, group = (f"{by} AS key", f", {by}") if by else (_NO_KEY, "")
     return (
-        out.withColumn("n_in", F.sum("n_group").over(firing))
-        .withColumn("last_arrival_ts", F.max("last_group").over(firing))
-        .withColumn("rank", F.lit(1))
+        f"SELECT query_id, window_start, {key}, 1 AS rank, {expr} AS value FROM {{rows}} "
+        f"GROUP BY query_id, window_start{group}"
     )
 
 
-def _windowed(df: DataFrame, window_s: float) -> DataFrame:
-    return df.withColumn("window_start", window_start("event_ts", window_s))
+# COV: number each source's tuples of a window in arrival order, gather the i-th tuples of
+# sources 0 and 1 into one pair row, then take the pairs' sample covariance per window
+# (covar_samp skips a pair with a missing side).
+_COV_SQL = (
+    f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, covar_samp(x, y) AS value FROM ("
+    "SELECT query_id, window_start, pair, max(CASE WHEN source_id = 0 THEN value END) AS x, "
+    "max(CASE WHEN source_id = 1 THEN value END) AS y FROM ("
+    "SELECT *, row_number() OVER (PARTITION BY query_id, window_start, source_id "
+    "ORDER BY arrival_ts, event_ts, value, key) AS pair FROM {rows}) "
+    "GROUP BY query_id, window_start, pair) GROUP BY query_id, window_start"
+)
 
-
-def _cov(df: DataFrame, window_s: float) -> DataFrame:
-    # Number each source's tuples of a window in arrival order, gather the i-th tuples of
-    # sources 0 and 1 into one pair row, then aggregate the pairs per window (covar_samp skips
-    # a pair with a missing side). The window's rows, SIC and last arrival ride along.
-    order = Window.partitionBy(*FIRING, "source_id").orderBy(
-        "arrival_ts", "event_ts", "value", "key"
-    )
-    src = F.col("source_id")
-    pairs = (
-        _windowed(df, window_s)
-        .withColumn("pair", F.row_number().over(order))
-        .groupBy(*FIRING, "pair")
-        .agg(
-            F.max(F.when(src == 0, F.col("value"))).alias("x"),
-            F.max(F.when(src == 1, F.col("value"))).alias("y"),
-            F.count(F.lit(1)).alias("n_in"),
-            F.max("arrival_ts").alias("last_arrival_ts"),
-            F.sum("sic").alias("sic"),
-        )
-    )
-    return pairs.groupBy(*FIRING).agg(
-        F.covar_samp("x", "y").alias("value"),
-        F.sum("n_in").alias("n_in"),
-        F.max("last_arrival_ts").alias("last_arrival_ts"),
-        F.sum("sic").alias("sic"),
-        F.lit(1).alias("rank"),
-        _no_key(),
-    )
-
-
-def _top5(df: DataFrame, window_s: float) -> DataFrame:
-    # One pass: per machine the average CPU and free memory (the two group-bys and the join on
-    # machine id of the CQL plan), plus what the window's result needs (rows, SIC, arrival).
-    is_cpu = F.col("source_id") % 2 == 0
-    machines = (
-        _windowed(df, window_s)
-        .groupBy(*FIRING, "key")
-        .agg(
-            F.avg(F.when(is_cpu, F.col("value"))).alias("cpu"),
-            F.avg(F.when(~is_cpu, F.col("value"))).alias("free"),
-            F.count(F.lit(1)).alias("n_in"),
-            F.max("arrival_ts").alias("last_arrival_ts"),
-            F.sum("sic").alias("total"),
-        )
-    )
-    stats = machines.groupBy(*FIRING).agg(
-        F.sum("n_in").alias("n_in"),
-        F.max("last_arrival_ts").alias("last_arrival_ts"),
-        F.sum("total").alias("total"),
-    )
-    firing = Window.partitionBy(*FIRING)
-    best = firing.orderBy((F.lit(CPU_FULL_PERCENT) - F.col("cpu")).desc(), F.col("key").asc())
-    top = (
-        machines.filter(F.col("cpu").isNotNull() & (F.col("free") >= F.lit(FREE_MEMORY_MIN_KB)))
-        .withColumn("rank", F.row_number().over(best))
-        .filter(F.col("rank") <= TOP_K)
-        .withColumn("n_out", F.count(F.lit(1)).over(firing))
-        .select(*FIRING, "rank", F.col("key").cast("double").alias("value"), "n_out")
-    )
-    out = stats.join(top, list(FIRING), "left")
-    return (
-        out.withColumn("rank", F.coalesce("rank", F.lit(0)))
-        .withColumn("sic", F.col("total") / F.coalesce("n_out", F.lit(1)))
-        .withColumn("key", _no_key())
-    )
+# TOP-5: per machine the average CPU and free memory (the CQL plan's two group-bys and its join
+# on machine id, in one aggregation), the machines with enough free memory ranked by available
+# CPU (ties by lower machine id) with a window function over the firing (no join, so no
+# exchange: the batch is partitioned by query id), the first five kept.
+_TOP5_SQL = (
+    f"SELECT query_id, window_start, {_NO_KEY}, pos AS rank, CAST(key AS double) AS value FROM ("
+    "SELECT query_id, window_start, key, row_number() OVER (PARTITION BY query_id, window_start "
+    f"ORDER BY ({CPU_FULL_PERCENT!r} - cpu) DESC, key ASC) AS pos FROM ("
+    "SELECT query_id, window_start, key, avg(CASE WHEN source_id % 2 = 0 THEN value END) AS cpu, "
+    "avg(CASE WHEN NOT (source_id % 2 = 0) THEN value END) AS free FROM {rows} "
+    "GROUP BY query_id, window_start, key) "
+    f"WHERE cpu IS NOT NULL AND free >= {FREE_MEMORY_MIN_KB!r}) WHERE pos <= {TOP_K}"
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -249,15 +180,23 @@ class QueryKind:
     cql : the paper's CQL text (Table 1), or the CQL of the grouped aggregate.
     rows_per_window : result rows per (query, window) when enough input survives; per group
         present in the window when ``grouped``.
-    build : the plan, ``(rows, window_s) -> result`` (use :meth:`apply`).
+    sql : the query, written once: SQL over ``{rows}`` (the rows of the kind's queries with the
+        source columns and ``window_start``) giving ``query_id, window_start, key, rank,
+        value``, one row per result; the SIC, input rows and last arrival of each result row
+        come from its firing (:func:`spillway.spark.statement.share_firings`, THEMIS Eq. 3).
+    aggregate : for a kind whose result is one aggregate per (query, window) (or per group,
+        with ``group_by``), that aggregate over the rows (``sql`` is then derived from it); a
+        plan computes all the ungrouped ones in one aggregation, and such a kind's rows carry
+        their firing's totals themselves (no aggregation of its own for the firings).
+    group_by : the column an ``aggregate`` kind groups by (its ``key``).
     grouped : whether the result has one row per group (``key`` set) rather than per window.
 
     Examples
     --------
     >>> QUERIES["top5"].rows_per_window
     5
-    >>> QUERIES["max"].title
-    'MAX'
+    >>> QUERIES["max"].title, QUERIES["max"].aggregate
+    ('MAX', 'max(value)')
     >>> [k for k, q in QUERIES.items() if q.grouped]
     ['group_avg']
     """
@@ -266,21 +205,60 @@ class QueryKind:
     title: str
     cql: str
     rows_per_window: int
-    build: Callable[[DataFrame, float], DataFrame]
+    sql: str = ""
+    aggregate: str | None = None
+    group_by: str | None = None
     grouped: bool = False
 
-    def apply(self, df: DataFrame, window_s: float) -> DataFrame:
-        """The results of every logical query in ``df``, per tumbling window of ``window_s``.
+    def __post_init__(self) -> None:
+        if self.aggregate is not None:
+            object.__setattr__(self, "sql", _aggregate_sql(self.aggregate, self.group_by))
+        if "{rows}" not in self.sql:
+            raise ConfigError(
+                f"query kind {self.name!r}: sql must read the rows as {{rows}} (or give an "
+                f"aggregate), got {self.sql!r}"
+            )
+
+    def __call__(self, rows: DataFrame) -> DataFrame:
+        """The kind as a user query's function (:mod:`spillway.spark.user`): its :attr:`sql`
+        over ``rows`` (one query's rows, or several told apart by ``query_id``), result rows
+        without SIC; the user path gives them their SIC by the same firing rule.
+
+        Examples
+        --------
+        >>> from spillway.spark.user import UserPart, evaluate
+        >>> from spillway.testing import local_spark
+        >>> ddl = SOURCE_SCHEMA_DDL.replace("timestamp", "double")
+        >>> rows = local_spark().createDataFrame([(3, 0, 0, 4.0, 0.5, 0.2, 0.2),
+        ...                                       (3, 0, 0, 9.0, 0.5, 0.7, 0.7)], ddl)
+        >>> rows = rows.withColumn("event_ts", F.timestamp_seconds("event_ts")).withColumn(
+        ...     "arrival_ts", F.timestamp_seconds("arrival_ts"))
+        >>> part = UserPart(query_id=3, name="peak", fn=QUERIES["max"], window_us=1_000_000)
+        >>> res, _ = evaluate(part, rows, batch_id=0)
+        >>> res[["value", "sic"]].values.tolist()
+        [[9.0, 1.0]]
+        """
+        one = "query_id" not in rows.columns
+        out = rows.sparkSession.sql(
+            self.sql, rows=rows.withColumn("query_id", F.lit(0)) if one else rows
+        )
+        return out.drop("query_id") if one else out
+
+    def apply(self, df: DataFrame, window_s: float, *, micros: bool = False) -> pd.DataFrame:
+        """The results of every logical query in ``df``, per tumbling window of ``window_s``:
+        the same statement and SIC rule a node's sink runs (:mod:`spillway.spark.statement`).
 
         Parameters
         ----------
-        df : rows with the source columns (:data:`SOURCE_COLUMNS`), batch or streaming alike.
+        df : rows with the source columns (:data:`SOURCE_COLUMNS`), a static DataFrame.
         window_s : tumbling window length in seconds.
+        micros : keep the time columns as int64 Unix microseconds (else UTC timestamps).
 
         Returns
         -------
-        DataFrame
-            The :data:`RESULT_COLUMNS`, typed as in :data:`RESULT_TYPES`.
+        pandas.DataFrame
+            The :data:`RESULT_COLUMNS` (``key`` pandas' nullable ``Int64``), ordered by query,
+            window, key and rank.
 
         Raises
         ------
@@ -293,8 +271,13 @@ class QueryKind:
                 f"query {self.name!r} needs the source columns {', '.join(SOURCE_COLUMNS)}; "
                 f"missing {', '.join(missing)}: read the rows from the spillway source"
             )
-        out = self.build(df.select(*SOURCE_COLUMNS), window_s)
-        return out.select(*[F.col(c).cast(t).alias(c) for c, t in RESULT_TYPES.items()])
+        sql = kinds_sql("{batch}", {self.name: ()}, window_s)
+        rows = df.sparkSession.sql(sql, batch=df.select(*SOURCE_COLUMNS)).toPandas()
+        out = share_firings(rows)
+        if not micros:
+            for c in TIME_COLUMNS:
+                out[c] = pd.to_datetime(out[c], unit="us", utc=True)
+        return out
 
 
 def _avg_sql(src: str) -> str:
@@ -304,21 +287,20 @@ def _avg_sql(src: str) -> str:
 #: The registry of query kinds, by name (THEMIS Table 1 and CoD's grouped aggregate).
 QUERIES: dict[str, QueryKind] = {
     "avg": QueryKind(
-        name="avg", title="AVG", cql=_avg_sql("Src"), rows_per_window=1,
-        build=_single(lambda: F.avg("value")),
+        name="avg", title="AVG", cql=_avg_sql("Src"), rows_per_window=1, aggregate="avg(value)",
     ),
     "max": QueryKind(
         name="max", title="MAX", cql="Select Max(t.v) from Src[Range 1 sec]",
-        rows_per_window=1, build=_single(lambda: F.max("value")),
+        rows_per_window=1, aggregate="max(value)",
     ),
     "count": QueryKind(
         name="count", title="COUNT",
         cql="Select Count(t.v) from Src[Range 1 sec] Having t.v >= 50", rows_per_window=1,
-        build=_single(lambda: F.count(F.when(F.col("value") >= COUNT_THRESHOLD, 1))),
+        aggregate=f"count(CASE WHEN value >= {COUNT_THRESHOLD!r} THEN 1 END)",
     ),
     "avg_all": QueryKind(
         name="avg_all", title="AVG-all", cql=_avg_sql("AllSrc"), rows_per_window=1,
-        build=_single(lambda: F.avg("value")),
+        aggregate="avg(value)",
     ),
     "top5": QueryKind(
         name="top5", title="TOP-5",
@@ -326,47 +308,19 @@ QUERIES: dict[str, QueryKind] = {
             "Select Top5(AllSrcCPU.id) From AllSrcCPU[Range 1 sec], AllSrcMem[Range 1 sec] "
             "Where AllSrcMem.free >= 100,000 and AllSrcCPU.id = AllSrcMem.id"
         ),
-        rows_per_window=TOP_K, build=_top5,
+        rows_per_window=TOP_K, sql=_TOP5_SQL,
     ),
     "cov": QueryKind(
         name="cov", title="COV",
         cql="Select Cov(SrcCPU1.value, SrcCPU2.value) SrcCPU1[Range 1 sec], SrcCPU2[Range 1 sec]",
-        rows_per_window=1, build=_cov,
+        rows_per_window=1, sql=_COV_SQL,
     ),
     "group_avg": QueryKind(
         name="group_avg", title="GROUP-AVG",
         cql="Select key, Avg(t.v) From Src[Range 1 sec] Group By key", rows_per_window=1,
-        build=_group_avg, grouped=True,
+        aggregate="avg(value)", group_by="key", grouped=True,
     ),
 }  # fmt: skip
-
-
-#: Result columns that hold timestamps (UTC pandas timestamps after :func:`results_to_pandas`).
-TIME_COLUMNS: tuple[str, ...] = ("window_start", "last_arrival_ts")
-
-
-def results_to_pandas(results: DataFrame, *, micros: bool = False) -> pd.DataFrame:
-    """Collect a (small) result DataFrame into pandas without time-zone surprises.
-
-    Timestamps travel as Unix microseconds and become UTC ``pandas.Timestamp`` values (or stay
-    int64 microseconds with ``micros=True``), whatever the session or machine time zone. The
-    ``key`` column becomes pandas' nullable ``Int64`` (null for the kinds that do not group).
-
-    Examples
-    --------
-    >>> from pyspark.sql import functions as F
-    >>> from spillway.testing import local_spark
-    >>> df = local_spark().range(1).select(F.timestamp_seconds(F.lit(1.5)).alias("window_start"))
-    >>> str(results_to_pandas(df)["window_start"][0])
-    '1970-01-01 00:00:01.500000+00:00'
-    """
-    cols = [F.unix_micros(c).alias(c) if c in TIME_COLUMNS else F.col(c) for c in results.columns]
-    pdf: pd.DataFrame = results.select(*cols).toPandas()
-    for c in TIME_COLUMNS:
-        if c in pdf.columns:
-            us = pdf[c].astype("int64")
-            pdf[c] = us if micros else pd.to_datetime(us, unit="us", utc=True)
-    return with_key_dtype(pdf)
 
 
 def with_key_dtype(pdf: pd.DataFrame) -> pd.DataFrame:

@@ -18,29 +18,28 @@ the least per batch:
    aggregate, window function and join groups by query id and more, so Spark plans no further
    exchange) and, when there are several parts (below), persisted once, so the spillway source,
    whose readers regenerate and sample tuples in Python, is read once;
-2. ONE SQL statement (:func:`kinds_sql`, built once when the sink is made) computes every kind:
-   each kind over ``query_id IN (its ids)``, the kinds whose result is one aggregate per (query,
-   window) (AVG, MAX, COUNT, AVG-all) fused into one aggregation, the parts unioned (they share
-   :data:`~spillway.spark.queries.RESULT_TYPES`), collected in ONE job; then the batch is
-   unpersisted. GROUP-AVG is its own part: one aggregation per (query, window, key), then
-   window functions over the (query, window) for the group-by SIC share and the window's
-   totals (no exchange beyond the repartition by query id).
+2. ONE SQL statement (:func:`~spillway.spark.statement.kinds_sql`, built once when the sink is
+   made) computes every kind: each kind's SQL (:attr:`~spillway.spark.queries.QueryKind.sql`,
+   the kind's one implementation) over ``query_id IN (its ids)``, the kinds whose result is one
+   aggregate per (query, window) (AVG, MAX, COUNT, AVG-all) fused into one aggregation,
+   GROUP-AVG one aggregation per group carrying its firing's totals, and one aggregation giving
+   the firings (input SIC, rows, last arrival per query and window) of TOP-5, COV and the user
+   queries; the parts unioned, collected in ONE job; then the batch
+   is unpersisted. The result rows get their SIC from their firing in pandas
+   (:func:`~spillway.spark.statement.share_firings`, THEMIS Eq. 3), by the same rule as a user
+   query's rows.
 3. a plan that reads logs (Kafka topics, folders) persists the batch as read, and the same
    statement (:func:`log_sql`) also returns its malformed and late rows (the dead letters)
    and, when its keys are text, the texts of the keys it saw: still ONE job a batch. Each was
    a job of its own before; with three collects a Kafka COUNT batch cost 1.25 s fixed
    (BENCHMARKS.md §4, ``spillway bench --only kafka --quick``), with one, 0.9-1.1 s.
 
-The SQL is the same plan as the DataFrame functions of :mod:`spillway.spark.queries` (which stay
-the reference: ``node.exact_results`` uses them, and the tests check that both give the same
-rows). It is SQL because a DataFrame plan built in Python costs hundreds of py4j calls and an
-analysis per call on every batch. Measured on ``local[2]`` (another Spark job sharing the two
-cores, load about 6) with the 15 queries of the default mix, 4,000 rows per batch, median
+The kinds are SQL because a DataFrame plan built in Python costs hundreds of py4j calls and
+an analysis per call on every batch. Measured on ``local[2]`` (another Spark job sharing the
+two cores, load about 6) with the 15 queries of the default mix, 4,000 rows per batch, median
 ``addBatch``: DataFrame plans, persisted, unioned: 2.7 s; SQL, repartitioned, persisted,
-unioned, one collect: 1.0-1.6 s; the same with one collect per part: 1.1-1.6 s (no measurable
-difference; one collect is kept: one job to schedule); SQL without persisting: 2.1 s. TOP-5 then
-lost its join (window functions over the firing instead, so no exchange at all after the
-repartition): its part went from 0.38 s to 0.20 s on 8,000 cached rows.
+unioned, one collect: 1.0-1.6 s; SQL without persisting: 2.1 s. TOP-5 ranks its machines with
+window functions over the firing, not a join, so no exchange follows the repartition.
 
 Replays are idempotent. After a failure Spark re-runs the last micro-batch with the same batch
 id and the same input (the shedding decision is in the offset log). The store keys results by
@@ -67,7 +66,6 @@ Examples
 
 from __future__ import annotations
 
-import functools
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -83,20 +81,16 @@ from spillway.errors import ConfigError
 from spillway.events import ResultsEvent, notify
 from spillway.sinks import Sink
 from spillway.spark.coordinator import QueryCoordinator
-from spillway.spark.queries import (
-    COUNT_THRESHOLD,
-    CPU_FULL_PERCENT,
-    FREE_MEMORY_MIN_KB,
+from spillway.spark.queries import SOURCE_COLUMNS, QueryKind, query_kind, with_key_dtype
+from spillway.spark.statement import (
     RESULT_COLUMNS,
     RESULT_TYPES,
-    SOURCE_COLUMNS,
     TIME_COLUMNS,
-    TOP_K,
-    QueryKind,
-    query_kind,
-    with_key_dtype,
+    firing_rows,
+    kinds_sql,
+    share_firings,
 )
-from spillway.spark.user import RECORD_ORIGIN, UserPart, evaluate, firings
+from spillway.spark.user import RECORD_ORIGIN, UserPart, evaluate
 
 #: Columns of :meth:`ResultStore.to_pandas`, in order.
 STORE_COLUMNS: tuple[str, ...] = (
@@ -164,230 +158,6 @@ def kind_map(
                 )
             seen[i] = k
     return out
-
-
-# ----------------------------------------------------------------------------- batch SQL
-#: Value expression of the kinds that make one row per (query, window) from one aggregate
-#: (``spark.queries``: AVG, MAX, COUNT with its predicate folded in, AVG-all).
-_SINGLE_VALUE: dict[str, str] = {
-    "avg": "avg(value)",
-    "max": "max(value)",
-    "count": f"count(CASE WHEN value >= {COUNT_THRESHOLD!r} THEN 1 END)",
-    "avg_all": "avg(value)",
-}
-
-
-#: The ``key`` of the kinds that do not group.
-_NO_KEY = "CAST(NULL AS bigint) AS key"
-
-
-def _ids(ids: Sequence[int]) -> str:
-    return ", ".join(str(int(i)) for i in ids)
-
-
-def window_us_sql(ids: Sequence[int], windows_us: int | Mapping[int, int]) -> str:
-    """The window length (µs) of the rows of queries ``ids`` as a SQL expression: a literal
-    when they share one window, else a ``CASE`` on ``query_id``.
-
-    >>> window_us_sql([0, 1], {0: 1_000_000, 1: 1_000_000, 2: 500_000})
-    '1000000'
-    >>> window_us_sql([0, 2], {0: 1_000_000, 2: 500_000})
-    'CASE WHEN query_id IN (0) THEN 1000000 WHEN query_id IN (2) THEN 500000 END'
-    """
-    if isinstance(windows_us, int):
-        return str(windows_us)
-    chosen = list(ids) if ids else sorted(windows_us)
-    by: dict[int, list[int]] = {}
-    for i in chosen:
-        by.setdefault(int(windows_us[int(i)]), []).append(int(i))
-    if len(by) == 1:
-        return str(next(iter(by)))
-    return (
-        "CASE "
-        + " ".join(f"WHEN query_id IN ({_ids(v)}) THEN {us}" for us, v in by.items())
-        + " END"
-    )
-
-
-def _windowed(view: str, ids: Sequence[int], us: str) -> str:
-    where = f" WHERE query_id IN ({_ids(ids)})" if ids else ""
-    t = "unix_micros(event_ts)"
-    return f"(SELECT *, timestamp_micros({t} - pmod({t}, {us})) AS window_start FROM {view}{where})"
-
-
-def _single_sql(view: str, kinds: Mapping[str, Sequence[int]], us: str) -> str:
-    if len(kinds) == 1:
-        value = _SINGLE_VALUE[next(iter(kinds))]
-    else:
-        cases = " ".join(
-            f"WHEN query_id IN ({_ids(ids)}) THEN CAST({_SINGLE_VALUE[k]} AS double)"
-            for k, ids in kinds.items()
-        )
-        value = f"CASE {cases} END"
-    ids = [i for v in kinds.values() for i in v]
-    return (
-        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, {value} AS value, "
-        "sum(sic) AS sic, count(1) AS n_in, max(arrival_ts) AS last_arrival_ts "
-        f"FROM {_windowed(view, ids, us)} GROUP BY query_id, window_start"
-    )
-
-
-def _single_kind_sql(kind: str, view: str, ids: Sequence[int], us: str) -> str:
-    return _single_sql(view, {kind: ids}, us)
-
-
-def _cov_sql(view: str, ids: Sequence[int], us: str) -> str:
-    paired = (
-        "(SELECT *, row_number() OVER (PARTITION BY query_id, window_start, source_id "
-        f"ORDER BY arrival_ts, event_ts, value, key) AS pair FROM {_windowed(view, ids, us)})"
-    )
-    pairs = (
-        "(SELECT query_id, window_start, pair, max(CASE WHEN source_id = 0 THEN value END) AS x, "
-        "max(CASE WHEN source_id = 1 THEN value END) AS y, count(1) AS n_in, "
-        f"max(arrival_ts) AS last_arrival_ts, sum(sic) AS sic FROM {paired} "
-        "GROUP BY query_id, window_start, pair)"
-    )
-    return (
-        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, covar_samp(x, y) AS value, "
-        "sum(sic) AS sic, sum(n_in) AS n_in, max(last_arrival_ts) AS last_arrival_ts "
-        f"FROM {pairs} GROUP BY query_id, window_start"
-    )
-
-
-def _top5_sql(view: str, ids: Sequence[int], us: str) -> str:
-    # Per machine the average CPU and free memory (the CQL plan's two group-bys and its join on
-    # machine id) and what the window's result needs. Then, with window functions over the
-    # firing only (no join, so no exchange: the batch is partitioned by query id), the
-    # qualifying machines first by available CPU, the firing's totals and the number that
-    # qualify: the top 5 rows share the firing's SIC; no qualifying machine leaves one marker
-    # row (rank 0, value null) with all of it.
-    machines = (
-        "(SELECT query_id, window_start, key, "
-        "avg(CASE WHEN source_id % 2 = 0 THEN value END) AS cpu, "
-        "avg(CASE WHEN NOT (source_id % 2 = 0) THEN value END) AS free, count(1) AS n_in, "
-        f"max(arrival_ts) AS last_arrival_ts, sum(sic) AS total FROM {_windowed(view, ids, us)} "
-        "GROUP BY query_id, window_start, key)"
-    )
-    ok = f"cpu IS NOT NULL AND free >= {FREE_MEMORY_MIN_KB!r}"
-    ranked = (
-        "(SELECT query_id, window_start, key, "
-        f"sum(CASE WHEN {ok} THEN 1 ELSE 0 END) OVER f AS n_ok, sum(n_in) OVER f AS n_all, "
-        "max(last_arrival_ts) OVER f AS last_all, sum(total) OVER f AS total_all, "
-        "row_number() OVER (PARTITION BY query_id, window_start ORDER BY "
-        f"CASE WHEN {ok} THEN 0 ELSE 1 END, ({CPU_FULL_PERCENT!r} - cpu) DESC, key ASC) AS pos "
-        f"FROM {machines} WINDOW f AS (PARTITION BY query_id, window_start))"
-    )
-    return (
-        f"SELECT query_id, window_start, {_NO_KEY}, "
-        "CASE WHEN n_ok > 0 THEN pos ELSE 0 END AS rank, "
-        "CASE WHEN n_ok > 0 THEN CAST(key AS double) END AS value, "
-        f"total_all / greatest(least(n_ok, {TOP_K}), 1) AS sic, n_all AS n_in, "
-        f"last_all AS last_arrival_ts FROM {ranked} "
-        f"WHERE pos <= least(greatest(n_ok, 1), {TOP_K})"
-    )
-
-
-def _group_avg_sql(view: str, ids: Sequence[int], us: str) -> str:
-    # One row per (query, window, key) with the group's mean; window functions over the firing
-    # give every group row the firing's SIC / number of groups (the group-by rule, THEMIS Eq. 3)
-    # and the firing's input rows and last arrival.
-    groups = (
-        "(SELECT query_id, window_start, key, avg(value) AS value, count(1) AS n_group, "
-        f"max(arrival_ts) AS last_group, sum(sic) AS total FROM {_windowed(view, ids, us)} "
-        "GROUP BY query_id, window_start, key)"
-    )
-    return (
-        "SELECT query_id, window_start, key, 1 AS rank, value, "
-        "sum(total) OVER f / count(1) OVER f AS sic, sum(n_group) OVER f AS n_in, "
-        f"max(last_group) OVER f AS last_arrival_ts FROM {groups} "
-        "WINDOW f AS (PARTITION BY query_id, window_start)"
-    )
-
-
-#: The SQL form of each query kind that has one: ``(view, query ids, window µs expression) ->
-#: SQL`` (:func:`window_us_sql`). The single-row kinds are evaluated together by one aggregation
-#: (see :func:`kinds_sql`).
-SQL_KINDS: dict[str, Callable[[str, Sequence[int], str], str]] = {
-    **{k: functools.partial(_single_kind_sql, k) for k in _SINGLE_VALUE},
-    "cov": _cov_sql,
-    "top5": _top5_sql,
-    "group_avg": _group_avg_sql,
-}
-
-
-def _result_select(body: str) -> str:
-    cols = ", ".join(
-        f"unix_micros({c}) AS {c}" if c in TIME_COLUMNS else f"CAST({c} AS {t}) AS {c}"
-        for c, t in RESULT_TYPES.items()
-    )
-    return f"SELECT {cols} FROM ({body})"
-
-
-def _window_us(window_s: Any) -> int:
-    ok = isinstance(window_s, int | float) and not isinstance(window_s, bool)
-    us = int(round(window_s * 1e6)) if ok and window_s > 0 else 0
-    if us < 1 or abs(us - window_s * 1e6) > 1e-3:
-        raise ConfigError(
-            f"window_s must be a positive whole number of microseconds, got {window_s!r}"
-        )
-    return us
-
-
-def kinds_sql(
-    view: str, kinds: Mapping[str, Sequence[int]], window_s: float | Mapping[int, float]
-) -> str:
-    """One SQL statement computing every kind of ``kinds`` over the rows of the view ``view``.
-
-    The statement returns :data:`~spillway.spark.queries.RESULT_COLUMNS` typed as
-    :data:`~spillway.spark.queries.RESULT_TYPES`, except the time columns, which come as Unix
-    microseconds (``bigint``). Each kind's part is the SQL form of its
-    :class:`~spillway.spark.queries.QueryKind` plan (same rules, same SIC propagation, the same
-    results: ``tests/spark/test_sink.py`` checks them against ``QueryKind.apply``); the kinds
-    whose result is one aggregate per (query, window) (AVG, MAX, COUNT, AVG-all) share ONE
-    aggregation that picks the aggregate by query id. Ids ``()`` mean every row of the view
-    (one kind only). ``window_s`` is one window for every query or one per query id.
-
-    Raises
-    ------
-    ConfigError
-        A window is not a positive whole number of microseconds, a query has no window, or a
-        kind has no SQL form (:data:`SQL_KINDS`).
-
-    Examples
-    --------
-    >>> sql = kinds_sql("batch", {"avg": [0, 2], "max": [1]}, 1.0)
-    >>> "WHEN query_id IN (0, 2) THEN CAST(avg(value) AS double)" in sql
-    True
-    >>> "pmod(unix_micros(event_ts), CASE WHEN query_id IN (0, 2) THEN 1000000" in kinds_sql(
-    ...     "batch", {"avg": [0, 2], "max": [1]}, {0: 1.0, 1: 5.0, 2: 1.0})
-    True
-    """
-    if isinstance(window_s, Mapping):
-        per_query = {int(i): _window_us(w) for i, w in window_s.items()}
-        ids = [i for v in kinds.values() for i in v]
-        lacking = sorted(set(ids) - set(per_query))
-        if lacking or not ids:
-            raise ConfigError(
-                f"window_s per query needs every query id of the kinds (and ids for every "
-                f"kind); missing {lacking}"
-            )
-        windows: int | dict[int, int] = per_query
-    else:
-        windows = _window_us(window_s)
-    missing = [k for k in kinds if k not in SQL_KINDS]
-    if missing:
-        raise ConfigError(f"query kinds {missing} have no SQL form; known: {sorted(SQL_KINDS)}")
-    single = {k: ids for k, ids in kinds.items() if k in _SINGLE_VALUE}
-    parts = []
-    if single:
-        all_single = [i for v in single.values() for i in v]
-        parts.append(_single_sql(view, single, window_us_sql(all_single, windows)))
-    parts += [
-        SQL_KINDS[k](view, ids, window_us_sql(ids, windows))
-        for k, ids in kinds.items()
-        if k not in _SINGLE_VALUE
-    ]
-    return " UNION ALL ".join(_result_select(p) for p in parts)
 
 
 #: Columns a log plan's rows carry beside the results' (set aside or learnt), with their types.
@@ -458,8 +228,7 @@ def split_log_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame, pd.D
     [0, 1, 1]
     """
     part = rows["part"]
-    types = {c: t for c, t in _empty_results().dtypes.items() if c != "key"}  # key: nullable
-    results = rows.loc[part == RESULT_PART, list(RESULT_TYPES)].astype(types)
+    results = rows.loc[part == RESULT_PART, list(RESULT_TYPES)]
     bad = rows.loc[part == DEAD_LETTER_PART, list(DEAD_LETTER_COLUMNS)]
     texts = rows.loc[part == KEY_TEXT_PART, ["query_id", "key", "key_text"]]
     return (
@@ -479,12 +248,6 @@ def _user_ids(kind: Any, user: Sequence[UserPart]) -> tuple[int, ...]:
             "give one UserPart per query id listed under 'user'"
         )
     return ids
-
-
-def _empty_results() -> pd.DataFrame:
-    """No rows, with the result columns (time columns as µs)."""
-    types = {"int": "int32", "bigint": "int64", "double": "float64", "timestamp": "int64"}
-    return pd.DataFrame({c: pd.Series(dtype=types[t]) for c, t in RESULT_TYPES.items()})
 
 
 class ResultStore:
@@ -664,10 +427,10 @@ class ResultSink:
         self._kind_of.update({i: USER_KIND for i in user_ids})
         self._view = f"spillway_batch_{id(self):x}"
         self._raw_view = f"spillway_raw_{id(self):x}"
-        #: The statement run on every batch (:func:`kinds_sql` over the batch's view); None
-        #: when the plan carries only user queries.
-        self.sql = kinds_sql(self._view, self.kinds, window_s) if self.kinds else None
-        self._parts = (self.sql.count(" UNION ALL ") + 1 if self.sql else 0) + len(self.user)
+        #: The statement run on every batch (:func:`~spillway.spark.statement.kinds_sql` over
+        #: the batch's view): the built-in kinds' results and the firings of every query.
+        self.sql = kinds_sql(self._view, self.kinds, window_s, firing_ids=user_ids)
+        self._parts = self.sql.count(" UNION ALL ") + 1 + len(self.user)
         self.window_s = window_s
         self.store = store
         self.coordinator = coordinator
@@ -703,16 +466,10 @@ class ResultSink:
             )
         raw = batch_df
         # Rows of logs may be malformed or late: they are set aside, and the keys' texts
-        # learnt, in the results' own job (log_sql) when the plan has built-in kinds.
-        fused = self.logs and self.sql is not None
+        # learnt, in the results' own job (log_sql).
         if self.logs:
             raw = batch_df.persist()  # read the log once, whatever reads the batch after
-            if fused:
-                raw.createOrReplaceTempView(self._raw_view)
-            else:
-                self._bad = raw.filter("error IS NOT NULL").select(*DEAD_LETTER_COLUMNS).toPandas()
-                if self.key_texts is not None:
-                    self._texts = self._text_rows(raw).toPandas()
+            raw.createOrReplaceTempView(self._raw_view)
             raw = raw.filter("error IS NULL")
         records = any(p.record_schema is not None for p in self.user)
         cols = (*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ()))
@@ -722,24 +479,22 @@ class ResultSink:
         session = rows.sparkSession
         books = []
         try:
-            if self.sql is not None:
-                rows.createOrReplaceTempView(self._view)
-                if fused:
-                    texts = self.key_texts is not None
-                    whole = session.sql(log_sql(self.sql, self._raw_view, texts=texts)).toPandas()
-                    pdf, self._bad, self._texts = split_log_rows(whole)
-                else:
-                    pdf = session.sql(self.sql).toPandas()
+            rows.createOrReplaceTempView(self._view)
+            if self.logs:
+                texts = self.key_texts is not None
+                whole = session.sql(log_sql(self.sql, self._raw_view, texts=texts)).toPandas()
+                stmt, self._bad, self._texts = split_log_rows(whole)
             else:
-                pdf = _empty_results()
-            fired = firings(rows, self.user) if self.user else None
+                stmt = session.sql(self.sql).toPandas()
+            users = stmt["query_id"].isin([p.query_id for p in self.user])
+            pdf = share_firings(stmt[~users])
+            fired = firing_rows(stmt[users]).sort_values(["query_id", "window_start"])
             for part in self.user:
                 self._user_rows[part.name], book = evaluate(part, rows, batch_id, fired)
                 books.append(book)
         finally:
-            if self.sql is not None:
-                session.catalog.dropTempView(self._view)
-            if fused:
+            session.catalog.dropTempView(self._view)
+            if self.logs:
                 session.catalog.dropTempView(self._raw_view)
             if self._parts > 1:
                 rows.unpersist()
@@ -750,14 +505,6 @@ class ResultSink:
         for c in TIME_COLUMNS:
             pdf[c] = pdf[c].astype("int64")
         return with_key_dtype(pdf)
-
-    @staticmethod
-    def _text_rows(raw: DataFrame) -> DataFrame:
-        return (
-            raw.filter("error IS NULL AND key_text IS NOT NULL")
-            .select("query_id", "key", "key_text")
-            .distinct()
-        )
 
     def _kinds_of(self, query_ids: pd.Series) -> pd.Series | str:
         if self.kind is not None:

@@ -58,6 +58,8 @@ from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 from spillway.errors import ConfigError
+from spillway.spark.statement import firing_rows, kinds_sql
+from spillway.spark.statement import share_sic as shared_sic
 
 #: Columns spillway adds to every user query's rows (a feed schema may not use these names).
 RESERVED: tuple[str, ...] = ("window_start", "sic", "event_ts", "arrival_ts")
@@ -157,29 +159,18 @@ def input_rows(rows: DataFrame, part: UserPart) -> DataFrame:
 def firings(rows: DataFrame, parts: Sequence[UserPart]) -> pd.DataFrame:
     """Per user query and window of its rows: ``query_id``, ``window_start`` (µs), ``sic_in``
     (the window's SIC mass), ``n_in`` and ``last_arrival_ts`` (µs); ONE small Spark job for
-    every user query of the batch."""
-    t = F.unix_micros("event_ts")
-    length = F.lit(parts[0].window_us)
-    for p in parts[1:]:
-        length = F.when(F.col("query_id") == p.query_id, F.lit(p.window_us)).otherwise(length)
-    agg = (
-        rows.filter(F.col("query_id").isin([p.query_id for p in parts]))
-        .withColumn("window_start", t - F.pmod(t, length))
-        .groupBy("query_id", "window_start")
-        .agg(
-            F.sum("sic").alias("sic_in"),
-            F.count(F.lit(1)).alias("n_in"),
-            F.unix_micros(F.max("arrival_ts")).alias("last_arrival_ts"),
-        )
-    )
-    pdf: pd.DataFrame = agg.toPandas()
-    types = {"query_id": "int32", "window_start": "int64", "last_arrival_ts": "int64"}
-    return pdf.astype({**types, "n_in": "int64"}).sort_values(["query_id", "window_start"])
+    every user query of the batch, the firing part of the statement a sink runs
+    (:func:`spillway.spark.statement.kinds_sql`)."""
+    windows = {p.query_id: p.window_us / 1e6 for p in parts}
+    sql = kinds_sql("{batch}", {}, windows, firing_ids=list(windows))
+    fired = firing_rows(rows.sparkSession.sql(sql, batch=rows).toPandas())
+    return fired.sort_values(["query_id", "window_start"]).reset_index(drop=True)
 
 
 def share_sic(out: pd.DataFrame, fired: pd.DataFrame, *, query: str) -> pd.DataFrame:
     """Each result row's SIC: its window's input SIC mass over the window's result rows (THEMIS
-    Eq. 3 with the user's function as one firing per window).
+    Eq. 3 with the user's function as one firing per window; the rule every built-in kind
+    follows too, :func:`spillway.spark.statement.share_sic`).
 
     Raises
     ------
@@ -187,17 +178,7 @@ def share_sic(out: pd.DataFrame, fired: pd.DataFrame, *, query: str) -> pd.DataF
         A result row's ``window_start`` is not a window of the input (the function re-windowed
         the rows: group by the given ``window_start`` instead).
     """
-    mass = fired.set_index("window_start")["sic_in"]
-    ws = out["window_start"]
-    unknown = ~ws.isin(mass.index)
-    if unknown.any():
-        raise ConfigError(
-            f"query {query!r}: {int(unknown.sum())} result row(s) have a window_start that is "
-            "not a window of the input rows; keep the rows' window_start (group by it) so "
-            "each result row's SIC comes from its own window"
-        )
-    n_out = ws.map(ws.value_counts())
-    return out.assign(sic=ws.map(mass).to_numpy(dtype=np.float64) / n_out.to_numpy())
+    return shared_sic(out, fired, by=["window_start"], what=f"query {query!r}", carry=())
 
 
 def evaluate(

@@ -49,6 +49,7 @@ ELSEWHERE: dict[str, str] = {
     "spillway run --config spillway/examples/kafka.toml --duration 60": "tests/kafka/test_example.py",
     "spillway produce fares --feed taxi --rate 20000 --duration 120": "tests/kafka/test_own_query.py",
     "spillway run --config spillway/examples/own_query.toml --duration 60": "tests/kafka/test_own_query.py",
+    "spillway federation up spillway/examples/federation.toml --duration 60 --out runs/fed": "tests/federation/test_up.py",
 }
 
 

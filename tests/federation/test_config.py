@@ -38,6 +38,9 @@ def test_the_shipped_example_is_three_nodes_of_the_complex_workload() -> None:
     assert layout.query_sources.tolist() == [30, 40, 6]
     assert fed.coordinator().stw.stw_s == 10.0
     assert fed.coordinator().timeout_s == 1.0
+    assert [(q.kind, q.feed) for q in fed.queries] == [
+        ("avg_all", "cluster"), ("top5", "cluster"), ("cov", "cluster")
+    ]  # fmt: skip
     assert FederationConfig.from_dict(fed.to_dict()) == fed
     assert fed.node_index("c") == 2
 
@@ -124,6 +127,30 @@ def test_the_shipped_example_is_three_nodes_of_the_complex_workload() -> None:
             ),
             "must not form a cycle",
         ),
+        (
+            _fed(
+                queries=[
+                    {
+                        "name": "q",
+                        "rate": 0,
+                        "fragments": [{"name": "f", "node": "a", "sources": 1}],
+                    }
+                ]
+            ),
+            "query 'q' rate must be a number > 0",
+        ),  # fmt: skip
+        (
+            _fed(
+                queries=[
+                    {
+                        "name": "q",
+                        "kind": "",
+                        "fragments": [{"name": "f", "node": "a", "sources": 1}],
+                    }
+                ]
+            ),
+            "query 'q' kind must be a non-empty text",
+        ),  # fmt: skip
     ],
 )
 def test_each_rule_names_what_is_wrong(data: dict[str, Any], match: str) -> None:

@@ -35,7 +35,7 @@ import pandas as pd
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession, functions as F
 from spillway.spark.session import LOCAL_CONF, SPARK_CONF, TEST_CONF
-from spillway.spark.queries import QUERIES, SOURCE_COLUMNS, results_to_pandas
+from spillway.spark.queries import QUERIES, SOURCE_COLUMNS
 from spillway.testing import ListFeed
 from tests.spark.test_queries import feed_rows
 
@@ -52,7 +52,7 @@ pdf = pd.DataFrame(feed_rows(feeds, 2.0, 1.0), columns=cols).astype({"query_id":
                    "source_id": "int32"})
 ts = F.timestamp_seconds("t")
 rows = spark.createDataFrame(pdf).withColumn("event_ts", ts).withColumn("arrival_ts", ts)
-out = results_to_pandas(QUERIES["avg"].apply(rows.select(*SOURCE_COLUMNS), 1.0))
+out = QUERIES["avg"].apply(rows.select(*SOURCE_COLUMNS), 1.0)
 executors = spark.sparkContext._jsc.sc().getExecutorIds().size()
 print("RESULT " + json.dumps({"executors": executors, "rows": out.assign(
     w=out.window_start.astype("int64") // 10**9)[["query_id", "w", "value", "sic"]].values.tolist()}))

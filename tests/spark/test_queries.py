@@ -17,7 +17,6 @@ from spillway.spark.queries import (
     SOURCE_COLUMNS,
     SOURCE_SCHEMA_DDL,
     query_kind,
-    results_to_pandas,
 )
 from spillway.testing import ListFeed
 
@@ -66,7 +65,7 @@ def feed_rows(
 
 
 def results(spark, kind: str, rows: Sequence[Row], window_s: float = 1.0) -> pd.DataFrame:
-    out = results_to_pandas(QUERIES[kind].apply(frame(spark, rows), window_s), micros=True)
+    out = QUERIES[kind].apply(frame(spark, rows), window_s, micros=True)
     out["w"] = out["window_start"] // 10**6 if len(out) else []
     return out.sort_values(["query_id", "w", "key", "rank"]).reset_index(drop=True)
 
@@ -233,5 +232,7 @@ def test_apply_rejects_missing_columns_and_bad_windows(spark):
     df = frame(spark, [(0, 0, 0, 1.0, 1.0, 0.5)])
     with pytest.raises(ConfigError, match="needs the source columns .* missing sic"):
         QUERIES["avg"].apply(df.drop("sic"), 1.0)
-    with pytest.raises(ConfigError, match="window_s must be a finite number of seconds > 0"):
+    with pytest.raises(
+        ConfigError, match="window_s must be a positive whole number of microseconds"
+    ):
         QUERIES["max"].apply(df, 0.0)

@@ -171,7 +171,7 @@ def test_window_agg_aligns_windows_to_the_epoch_and_validates(spark):
 
 
 def test_chained_helpers_give_the_top5_query_its_sic(spark):
-    """TOP-5 computes its SIC in one pass; the operator-by-operator chain must agree."""
+    """TOP-5's result rows share their firing's SIC; the operator-by-operator chain must agree."""
     from pyspark.sql import functions as F
 
     rng = np.random.default_rng(11)
@@ -182,7 +182,11 @@ def test_chained_helpers_give_the_top5_query_its_sic(spark):
                 for _ in range(int(rng.integers(1, 4))):
                     rows.append((0, src, m, float(rng.uniform(lo, hi)), 0.01, w + rng.uniform()))
     df = frame(spark, rows)
-    expected = QUERIES["top5"].apply(df, 1.0)
+    # the firing rule (THEMIS Eq. 3 over the window's result rows) of the one TOP-5 statement
+    top5 = QUERIES["top5"].apply(df, 1.0, micros=True).drop(columns="key")
+    expected = spark.createDataFrame(top5).withColumn(
+        "window_start", F.timestamp_micros("window_start")
+    )
     windowed = df.withColumn("window_start", window_start("event_ts", 1.0))
     cpu = windowed.filter("source_id % 2 = 0").transform(
         sic_group_by, F.avg("value").alias("cpu"), by="key"

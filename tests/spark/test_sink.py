@@ -109,22 +109,21 @@ def _mix_rows(until_s=2.0, keep=0.6):
 def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
     from pyspark.sql import functions as F
 
-    from spillway.spark.queries import QUERIES, results_to_pandas
+    from spillway.spark.queries import QUERIES
 
     rows, kinds = _mix_rows()
     df = batch(spark, rows)
     store = ResultStore()
     sink = ResultSink(kinds, 1.0, store, clock=ManualClock(T0 + 3.0), plan="mixed")
-    assert sink.kind is None and sink.sql.count("UNION ALL") == 3  # 4 single-row kinds fused
+    # 4 single-row kinds fused into one aggregation; group_avg; cov, top5 and their firings
+    assert sink.kind is None and sink.sql.count("UNION ALL") == 4
     cache = spark._jsparkSession.sharedState().cacheManager()
     cached_before = cache.isEmpty()
     sink(df, 0)
     got = store.to_pandas()
     want = pd.concat(
         [
-            results_to_pandas(QUERIES[k].apply(df.filter(F.col("query_id").isin(ids)), 1.0)).assign(
-                kind=k
-            )
+            QUERIES[k].apply(df.filter(F.col("query_id").isin(ids)), 1.0).assign(kind=k)
             for k, ids in kinds.items()
         ],
         ignore_index=True,
@@ -190,9 +189,8 @@ def test_a_group_avg_sink_shares_each_window_sic_over_its_groups(spark):
     assert coord.account.mass("results", 0.0, 10.0)[0] == pytest.approx(sum(r[4] for r in rows))
 
 
-def test_kind_maps_and_sql_errors(spark):
-    from spillway.spark import sink as sink_mod
-    from spillway.spark.sink import kind_map, kinds_sql
+def test_kind_maps_and_window_errors(spark):
+    from spillway.spark.sink import kind_map
 
     assert kind_map({"avg": [3]}) == {"avg": (3,)}
     with pytest.raises(ConfigError, match="at least one query kind"):
@@ -204,17 +202,4 @@ def test_kind_maps_and_sql_errors(spark):
     with pytest.raises(UnknownNameError, match="query kind must be one of"):
         kind_map({"median": [0]})
     with pytest.raises(ConfigError, match="window_s must be a positive whole number"):
-        kinds_sql("v", {"avg": ()}, 0.0)
-    with pytest.raises(ConfigError, match="window_s must be a positive whole number"):
         ResultSink("avg", 1e-7, ResultStore())
-    from spillway.spark.queries import QUERIES
-
-    assert set(sink_mod.SQL_KINDS) == set(QUERIES)  # every registered kind has its SQL form
-
-
-def test_a_kind_without_sql_form_is_refused(monkeypatch):
-    from spillway.spark import sink as sink_mod
-
-    monkeypatch.delitem(sink_mod.SQL_KINDS, "cov")
-    with pytest.raises(ConfigError, match=r"query kinds \['cov'\] have no SQL form"):
-        ResultSink({"avg": [0], "cov": [1]}, 1.0, ResultStore())

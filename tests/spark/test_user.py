@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import numpy as np
 import pandas as pd
 import pytest
 from pyspark.sql import functions as F
@@ -207,9 +208,41 @@ def test_one_plan_carries_built_in_and_user_queries_and_the_sink_gets_each_batch
         ResultSink({"user": [0, 1]}, 1.0, ResultStore(), user=[_part(count_rows)])
 
 
-def test_a_plan_of_user_queries_only_runs_no_built_in_sql(spark):
+def test_a_plan_of_user_queries_only_runs_only_their_firings(spark):
     store = ResultStore()
     sink = ResultSink({"user": [0]}, 1.0, store, user=[_part(lambda r: r.select("window_start"))])
-    assert sink.sql is None and sink.plan == "user"
+    # the statement holds the firings (window SIC mass, rows, last arrival) and nothing else
+    assert " UNION ALL " not in sink.sql and "sum(sic) AS sic" in sink.sql and sink.plan == "user"
     sink(_generated(spark), 0)
     assert pd.Series(store.to_pandas()["value"]).tolist() == [3.0, 1.0]
+
+
+def test_every_built_in_kind_run_as_a_user_query_gives_its_built_in_rows(spark):
+    """One implementation per kind: the kind's SQL as a user query's function, on the user path
+    (its own rows, SIC by the firing rule), gives the rows and SIC of the built-in path."""
+    from spillway.spark.queries import QUERIES
+    from spillway.testing import ListFeed
+    from tests.spark.test_queries import feed_rows, frame
+
+    rng = np.random.default_rng(3)
+    times = [np.sort(rng.uniform(0, 3, 12)).tolist() for _ in range(20)]
+    vals = [
+        (rng.uniform(0, 100, 12) if s % 2 == 0 else rng.uniform(5e4, 2e5, 12)).tolist()
+        for s in range(20)
+    ]
+    feed = ListFeed(times=times, values=vals, keys=[[s // 2] * 12 for s in range(20)])
+    rows = frame(spark, feed_rows([feed], 3.0, 1.0, keep=0.5))
+    order = ["window_start", "key", "rank"]
+    for name, kind in QUERIES.items():
+        built_in = kind.apply(rows, 1.0)
+        res, book = evaluate(UserPart(0, name, kind, 1_000_000), rows, batch_id=0)
+        want = built_in[built_in["rank"] > 0].sort_values(order).reset_index(drop=True)
+        got = res.sort_values(order).reset_index(drop=True)
+        assert len(got) == len(want) > 0, name
+        assert got["value"].to_numpy(float) == pytest.approx(
+            want["value"].to_numpy(float), nan_ok=True
+        ), name
+        assert got["sic"].to_numpy() == pytest.approx(want["sic"].to_numpy()), name
+        # each window's SIC mass is the same on both paths, markers included
+        mass = built_in.groupby("window_start")["sic"].sum().to_numpy()
+        assert book["sic"].to_numpy() == pytest.approx(mass), name

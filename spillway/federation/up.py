@@ -1,0 +1,463 @@
+"""``spillway federation up FED.toml`` and ``spillway federation node FED.toml --node NAME``.
+
+``up`` runs a whole federation on this machine, every part a child process in its own process
+group (so nothing it started survives it):
+
+1. the Kafka broker of ``--kafka-dir`` (the one ``spillway kafka up`` uses by default) unless
+   one runs there already (then it is left running at the end), and the federation's link
+   topics, named for this run;
+2. the query coordinator (``spillway coordinator``: loopback only, a fresh key in a state file
+   readable by its owner only);
+3. a node per ``[[nodes]]`` entry (``spillway federation node``: one Spark application each,
+   ``local[1]`` by default, checkpoints in ``OUT/nodes/NAME``);
+
+then redraws one view across the nodes every second (:mod:`spillway.federation.board`: per
+query the coordinator's SIC, kept %, p95 latency at its root; Jain over the queries; a node the
+coordinator no longer hears from is marked lost and the others keep shedding), until
+``--duration`` seconds after every node is up, Ctrl-C or SIGTERM. It then stops the nodes
+(SIGTERM: each finishes its batch and writes its results), the coordinator and the broker it
+started, kills any process group still alive, and writes ``summary.json`` and ``report.md``
+into ``--out``.
+
+``node`` runs one node (:mod:`spillway.spark.fed_node`): its fragments' sources and link
+topics as the queries of one :class:`~spillway.spark.node.Node`, its upstream fragments'
+results sent downstream through Kafka, its roots' results reported to the coordinator, a
+heartbeat between them, its status in ``OUT/status.json`` every second.
+
+Examples
+--------
+>>> import argparse
+>>> parser = argparse.ArgumentParser(prog="spillway")
+>>> add_federation_command(parser.add_subparsers(dest="command"))
+>>> args = parser.parse_args(["federation", "up", "fed.toml", "--duration", "30", "--out", "o"])
+>>> args.federation.name, args.duration, args.handler.__name__
+('fed.toml', 30.0, 'cmd_up')
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from spillway.errors import ConfigError, ControlChannelError, RunFailedError
+from spillway.federation.board import FederationView, federation_view, render
+from spillway.federation.client import CoordinatorClient
+from spillway.federation.config import FederationConfig, load_federation
+from spillway.federation.placement import LINK_PREFIX, all_topics
+from spillway.federation.update import NodeUpdate
+from spillway.files import replace_text
+
+#: Seconds ``up`` waits for every node's Spark application to come up.
+START_TIMEOUT_S = 300.0
+#: Seconds a node gets to stop after SIGTERM before its process group is killed.
+STOP_TIMEOUT_S = 60.0
+
+_EPILOG = """\
+examples:
+  spillway federation up spillway/examples/federation.toml --duration 60 --out runs/fed
+
+Everything listens on 127.0.0.1 only. Ctrl-C stops every process it started.
+"""
+
+
+def add_federation_command(sub: Any) -> None:
+    """Add ``federation up`` and ``federation node`` to the subcommands ``sub``."""
+    p = sub.add_parser(
+        "federation",
+        help="run a federation of spillway nodes on this machine (THEMIS §6)",
+        description="A federation file's nodes, coordinator and broker as processes.",
+    )
+    fsub = p.add_subparsers(dest="federation_command", required=True)
+    up = fsub.add_parser(
+        "up",
+        help="start the broker (if needed), the coordinator and every node; one live view",
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    up.add_argument("federation", type=Path, metavar="FED.toml", help="the federation file")
+    up.add_argument("--duration", type=float, default=None, metavar="S",
+                    help="stop S seconds after every node is up (default: at Ctrl-C)")  # fmt: skip
+    up.add_argument("--out", type=Path, required=True, metavar="DIR",
+                    help="where the report, logs and checkpoints go")  # fmt: skip
+    up.add_argument("--master", default="local[1]", help="each node's Spark master")
+    up.add_argument("--kafka-dir", type=Path, default=None, metavar="DIR",
+                    help="the broker's folder (default: that of 'spillway kafka up')")  # fmt: skip
+    up.add_argument("--kafka-port", type=int, default=0, metavar="PORT",
+                    help="the broker's port when it is started here (default: a free one)")  # fmt: skip
+    up.set_defaults(handler=cmd_up)
+    node = fsub.add_parser("node", help="run one node of a federation (what 'up' starts)")
+    node.add_argument("federation", type=Path, metavar="FED.toml")
+    node.add_argument("--node", required=True, help="the node's name in the file")
+    node.add_argument("--state", type=Path, required=True, metavar="FILE",
+                      help="the coordinator's state file")  # fmt: skip
+    node.add_argument("--out", type=Path, required=True, metavar="DIR")
+    node.add_argument("--bootstrap", required=True, help="the Kafka cluster (host:port)")
+    node.add_argument("--prefix", default=LINK_PREFIX, help="the link topics' prefix")
+    node.add_argument("--master", default="local[1]")
+    node.add_argument("--duration", type=float, default=None, metavar="S")
+    node.set_defaults(handler=cmd_node)
+
+
+# ----------------------------------------------------------------------------- the node
+def cmd_node(args: argparse.Namespace) -> int:
+    """Run one node until SIGTERM, Ctrl-C or ``--duration``; returns 0 (1 if it failed)."""
+    from spillway.events import ResultsEvent
+    from spillway.federation.placement import node_links
+    from spillway.federation.view import CoordinatorView
+    from spillway.kafka.connection import KafkaConnection
+    from spillway.quality.sic import StwConfig
+    from spillway.spark.fed_node import (
+        Heartbeat,
+        LinkForwarder,
+        RootReporter,
+        node_config,
+        node_status,
+    )
+    from spillway.spark.node import Node
+
+    fed = load_federation(args.federation)
+    name: str = args.node
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    conn = KafkaConnection(bootstrap_servers=args.bootstrap)
+    cfg, local = node_config(
+        fed, name, conn, prefix=args.prefix, master=args.master,
+        checkpoint_dir=str(out / "checkpoint"),
+    )  # fmt: skip
+    stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
+    view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
+                           lag_s=cfg.trigger_s)  # fmt: skip
+    reporter = RootReporter(
+        CoordinatorClient.from_state(args.state, name), view,
+        roots=[i for i, q in enumerate(local) if q.root],
+    )  # fmt: skip
+    outputs = node_links(fed, name, prefix=args.prefix).outputs
+    forwarder = LinkForwarder(conn, outputs, local) if outputs else None
+    node = Node(cfg, federation=reporter, log_level="ERROR")
+    if forwarder is not None:  # every new batch of results, the upstream fragments' sent on
+        node.observers.append(
+            lambda _phase, ev: forwarder(ev) if isinstance(ev, ResultsEvent) else None
+        )
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    node.start()
+    beat = Heartbeat(CoordinatorClient.from_state(args.state, name), view,
+                     interval_s=fed.slide_s).start()  # fmt: skip
+    t0 = time.monotonic()
+
+    def status(final: bool) -> dict[str, Any]:
+        return node_status(
+            node, local, node=name, pid=os.getpid(), final=final,
+            reports=reporter.reports, beats=beat.beats, view=view.counters(),
+            forwarded_rows=0 if forwarder is None else forwarder.written,
+            listener_errors=node.store.listener_errors[:3], failure=node.failure,
+        )  # fmt: skip
+
+    try:
+        while not stop.wait(1.0):
+            replace_text(out / "status.json", json.dumps(status(False)))
+            if node.failure is not None:
+                break
+            if args.duration is not None and time.monotonic() - t0 >= args.duration:
+                break
+        replace_text(out / "status.json", json.dumps(status(True)))
+    finally:
+        beat.stop()
+        node.stop()
+        if forwarder is not None:
+            forwarder.close()
+        reporter.client.close()
+        node.results().to_csv(out / "results.csv", index=False)
+    if node.failure is not None:
+        raise RunFailedError(f"node {name!r} failed: {node.failure.get('error', node.failure)}")
+    return 0
+
+
+# ----------------------------------------------------------------------------- up
+class _Children:
+    """Child processes, each in its own process group (a node's JVM goes with it)."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        logs.mkdir(parents=True, exist_ok=True)
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        with open(self.logs / f"{name}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "spillway.cli", *argv],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )  # fmt: skip
+        self.procs[name] = proc
+        return proc
+
+    def stop(self, names: list[str], timeout_s: float) -> None:
+        """SIGTERM ``names``, wait up to ``timeout_s``, then SIGKILL their whole groups."""
+        for n in names:
+            with contextlib.suppress(ProcessLookupError):
+                self.procs[n].send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + timeout_s
+        for n in names:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.procs[n].wait(max(deadline - time.monotonic(), 0.1))
+        for n in names:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.procs[n].pid, signal.SIGKILL)  # anything left in its group
+            self.procs[n].wait()
+        gone = time.monotonic() + 10.0  # SIGKILL is delivered asynchronously
+        while any(_group_alive(self.procs[n].pid) for n in names) and time.monotonic() < gone:
+            time.sleep(0.1)
+
+    def word(self, name: str) -> str | None:
+        rc = self.procs[name].poll()
+        return None if rc is None else f"exited {rc}"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _wait_for(path: Path, proc: subprocess.Popen[bytes], what: str, log: Path) -> None:
+    deadline = time.monotonic() + 60.0
+    while not path.exists():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            tail = " | ".join(log.read_text(errors="replace").strip().splitlines()[-2:])
+            raise RunFailedError(f"{what} did not start ({tail or 'no output'}); log: {log}")
+        time.sleep(0.1)
+
+
+def _running(status: dict[str, Any] | None) -> bool:
+    """Whether a node has made its first shedding decision."""
+    return bool(status and status.get("intervals"))
+
+
+def _updates(clients: dict[str, CoordinatorClient]) -> dict[str, NodeUpdate | None]:
+    got: dict[str, NodeUpdate | None] = {}
+    for n, c in clients.items():
+        try:
+            got[n] = c.update()
+        except ControlChannelError:
+            got[n] = None
+    return got
+
+
+def _clean(x: float) -> float | None:
+    return round(x, 4) if math.isfinite(x) else None
+
+
+def write_report(
+    out: Path,
+    fed: FederationConfig,
+    view: FederationView,
+    statuses: dict[str, dict[str, Any] | None],
+    *,
+    meta: dict[str, Any],
+) -> dict[str, Any]:
+    """Write ``summary.json`` and ``report.md`` into ``out``; returns the summary."""
+    nodes: dict[str, Any] = {}
+    for n in fed.nodes:
+        st = statuses.get(n) or {}
+        frags: dict[str, float] = {}  # what each fragment's own sources add to its query
+        link_rows = 0
+        for lq in st.get("queries", []):
+            if lq["role"] == "sources" and lq.get("stw_sic") is not None:
+                frags[lq["fragment"]] = round(lq["stw_sic"], 4)
+            elif lq["role"] == "link":
+                link_rows += int(lq.get("arrived_total") or 0)
+        results = out / "nodes" / n / "results.csv"
+        rows = max(len(results.read_text().splitlines()) - 1, 0) if results.exists() else 0
+        nodes[n] = {
+            "state": view.nodes.get(n),
+            "lost": n in view.lost_nodes,
+            "result_rows": rows,
+            "sources_sic": frags,
+            "link_rows_in": link_rows,
+            "reports": st.get("reports"),
+            "heartbeats": st.get("beats"),
+            "intervals": st.get("intervals"),
+            "forwarded_rows": st.get("forwarded_rows"),
+        }
+    summary = {
+        **meta,
+        "queries": {
+            q.name: {
+                "sic": _clean(q.sic),
+                "kept_fraction": _clean(q.kept_fraction),
+                "latency_p95_s": _clean(q.latency_p95_s),
+            }
+            for q in view.queries
+        },  # fmt: skip
+        "jain": _clean(view.jain),
+        "lost_nodes": list(view.lost_nodes),
+        "nodes": nodes,
+    }
+    replace_text(out / "summary.json", json.dumps(summary, indent=2))
+    lines = [
+        "# spillway federation run",
+        "",
+        f"Federation file `{meta['federation']}`, {meta['duration_s']:.0f} s after every node "
+        f"was up; made by `{meta['command']}`.",
+        "",
+        "```",
+        render(view),
+        "```",
+        "",
+        "| node | state | result rows | SIC its fragments' own sources add over an STW | "
+        "link rows in | reports | heartbeats |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for n, d in nodes.items():
+        frag = ", ".join(f"{f} {s:.3f}" for f, s in d["sources_sic"].items()) or "-"
+        state = "lost" if d["lost"] else d["state"]
+        lines.append(
+            f"| {n} | {state} | {d['result_rows']} | {frag} | {d['link_rows_in']} | "
+            f"{d['reports']} | {d['heartbeats']} |"
+        )
+    replace_text(out / "report.md", "\n".join(lines) + "\n")
+    return summary
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    """Run the federation (module docstring); prints the report's path last; returns 0."""
+    from spillway.kafka import broker as brokers
+    from spillway.kafka.admin import create_topic, delete_topics
+
+    fed = load_federation(args.federation)  # a bad file stops here, nothing started
+    if args.duration is not None and not args.duration > 0:
+        raise ConfigError(f"--duration must be > 0 seconds, got {args.duration:g}")
+    out: Path = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    state_file = out / "coordinator.json"
+    if state_file.exists():
+        raise ConfigError(
+            f"--out {str(out)!r} holds a coordinator state file: a run may be going on there; "
+            "pick another folder or remove it"
+        )
+    data_dir = (args.kafka_dir or brokers.default_data_dir()).expanduser().absolute()
+    running = brokers.read_state(data_dir)
+    broker = running or brokers.start(
+        brokers.BrokerConfig(data_dir=data_dir, port=args.kafka_port), die_with_parent=True
+    )
+    started_broker = running is None
+    conn = broker.connection()
+    prefix = f"{LINK_PREFIX}-{uuid.uuid4().hex[:8]}"
+    topics = all_topics(fed, prefix=prefix)
+    children = _Children(out / "logs")
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    clients: dict[str, CoordinatorClient] = {}
+    statuses: dict[str, dict[str, Any] | None] = {n: None for n in fed.nodes}
+    view = federation_view(fed, {}, statuses)
+    updates: dict[str, NodeUpdate | None] = {}
+    fed_path = str(args.federation)
+    t_up: float | None = None
+    t_end = time.monotonic()
+    tty = sys.stdout.isatty()
+    try:
+        for t, parts in topics.items():
+            create_topic(conn, t, partitions=parts)
+        coord = children.start("coordinator", ["coordinator", fed_path, "--state", str(state_file)])
+        _wait_for(state_file, coord, "the coordinator", out / "logs" / "coordinator.log")
+        for n in fed.nodes:
+            children.start(n, [
+                "federation", "node", fed_path, "--node", n, "--state", str(state_file),
+                "--out", str(out / "nodes" / n), "--bootstrap", broker.bootstrap,
+                "--prefix", prefix, "--master", args.master,
+            ])  # fmt: skip
+        replace_text(out / "pids.json", json.dumps({k: p.pid for k, p in children.procs.items()}))
+        clients = {n: CoordinatorClient.from_state(state_file, n, timeout_s=5.0) for n in fed.nodes}
+        t0 = time.monotonic()
+        last_print = 0.0
+        with contextlib.suppress(KeyboardInterrupt):
+            while not stop.wait(1.0):
+                for n in fed.nodes:
+                    statuses[n] = _read_json(out / "nodes" / n / "status.json") or statuses[n]
+                words = {n: children.word(n) for n in fed.nodes}
+                states = {n: w for n, w in words.items() if w is not None}
+                updates = _updates(clients)
+                view = federation_view(fed, updates, statuses, states)
+                if children.word("coordinator") is not None:
+                    raise RunFailedError(
+                        f"the coordinator exited; log: {out / 'logs' / 'coordinator.log'}"
+                    )
+                if t_up is None:
+                    if all(_running(statuses[n]) or words[n] for n in fed.nodes):
+                        t_up = time.monotonic()
+                    elif time.monotonic() - t0 > START_TIMEOUT_S:
+                        raise RunFailedError(
+                            f"the nodes did not come up within {START_TIMEOUT_S:g} s; logs in "
+                            f"{out / 'logs'}"
+                        )
+                if all(words[n] for n in fed.nodes):
+                    break  # every node ended (or failed): nothing left to show
+                elapsed = None if t_up is None else time.monotonic() - t_up
+                if tty:
+                    sys.stdout.write("\x1b[H\x1b[2J" + render(view, elapsed_s=elapsed) + "\n")
+                    sys.stdout.flush()
+                elif time.monotonic() - last_print >= 10.0:
+                    print(render(view, elapsed_s=elapsed), flush=True)
+                    last_print = time.monotonic()
+                if elapsed is not None and args.duration is not None and elapsed >= args.duration:
+                    break
+        t_end = time.monotonic()
+        nodes = [n for n in fed.nodes if n in children.procs]
+        children.stop(nodes, STOP_TIMEOUT_S)
+        for n in nodes:
+            statuses[n] = _read_json(out / "nodes" / n / "status.json") or statuses[n]
+        # the last live updates: once stopped, every node stops beating
+        final = {n: children.word(n) or "running" for n in nodes}
+        final = {n: "stopped" if w == "exited 0" else w for n, w in final.items()}
+        view = federation_view(fed, updates, statuses, final)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        for c in clients.values():
+            c.close()
+        children.stop(list(children.procs), STOP_TIMEOUT_S)
+        state_file.unlink(missing_ok=True)
+        with contextlib.suppress(Exception):
+            delete_topics(conn, list(topics))
+        if started_broker:
+            brokers.stop(data_dir)
+    duration = 0.0 if t_up is None else t_end - t_up
+    meta = {
+        "federation": fed_path,
+        "command": f"spillway federation up {fed_path} --out {out}"
+        + ("" if args.duration is None else f" --duration {args.duration:g}"),
+        "duration_s": round(duration, 1),
+        "broker_started": started_broker,
+        "node_exit": {n: p.returncode for n, p in children.procs.items()},
+    }
+    write_report(out, fed, view, statuses, meta=meta)
+    print(render(view, elapsed_s=duration))
+    print(out / "report.md")
+    return 0
+
+
+__all__ = ["add_federation_command", "cmd_node", "cmd_up", "write_report"]

@@ -1,0 +1,154 @@
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spillway.cli import main
+from spillway.errors import BrokerError, ConfigError, InputDataError
+from spillway.federation.up import add_federation_command
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "spillway" / "examples" / "federation.toml"
+
+
+def _up(*argv: str) -> int:
+    parser = argparse.ArgumentParser(prog="spillway")
+    add_federation_command(parser.add_subparsers(dest="command"))
+    args = parser.parse_args(["federation", "up", *argv])
+    return int(args.handler(args))
+
+
+def test_a_bad_federation_file_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    bad = tmp_path / "fed.toml"
+    bad.write_text('[[nodes]]\nname = "a"\n[[queries]]\nname = "q"\nrate = -1\n'
+                   'fragments = [{ name = "f", node = "a", sources = 1 }]\n')  # fmt: skip
+    with pytest.raises(ConfigError, match="query 'q' rate must be a number > 0"):
+        _up(str(bad), "--out", str(tmp_path / "out"))
+    with pytest.raises(InputDataError, match="cannot read federation file"):
+        _up(str(tmp_path / "missing.toml"), "--out", str(tmp_path / "out"))
+    assert main(["federation", "up", str(bad), "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("spillway: error: query 'q' rate")
+    assert not (tmp_path / "out").exists()  # nothing started
+
+
+def test_a_busy_broker_port_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        argv = [str(EXAMPLE), "--out", str(tmp_path / "out"), "--kafka-dir",
+                str(tmp_path / "kafka"), "--kafka-port", str(port)]  # fmt: skip
+        with pytest.raises(BrokerError, match=f"port {port} on 127.0.0.1 is in use"):
+            _up(*argv)
+        assert main(["federation", "up", *argv]) == 2
+    assert capsys.readouterr().err.startswith(f"spillway: error: port {port} on 127.0.0.1")
+
+
+def test_other_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="--duration must be > 0 seconds, got 0"):
+        _up(str(EXAMPLE), "--out", str(tmp_path / "out"), "--duration", "0")
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "coordinator.json").write_text("{}")
+    with pytest.raises(ConfigError, match="holds a coordinator state file"):
+        _up(str(EXAMPLE), "--out", str(tmp_path / "busy"), "--kafka-dir", str(tmp_path / "k"))
+
+
+README_UP = "spillway federation up spillway/examples/federation.toml --duration 60 --out runs/fed"
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _has_results(status: Path) -> bool:
+    queries = json.loads(status.read_text())["queries"]
+    return any(q["role"] == "sources" and q["stw_sic"] is not None for q in queries)
+
+
+def _wait(path: Path, deadline: float) -> None:
+    while not path.exists():
+        assert time.monotonic() < deadline, f"{path} did not appear"
+        time.sleep(0.5)
+
+
+@pytest.mark.spark
+@pytest.mark.kafka
+def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: Path) -> None:
+    """The README's command, shortened: its own broker, the coordinator and three Spark nodes.
+    Node c is killed (its whole process group) once every node has run a full STW; the
+    coordinator marks it lost and the other two keep shedding until the end."""
+    out, kafka = tmp_path / "out", tmp_path / "kafka"
+    argv = shlex.split(README_UP)[1:]
+    argv[argv.index("--duration") + 1] = "22"
+    argv[argv.index("--out") + 1] = str(out)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "spillway.cli", *argv, "--kafka-dir", str(kafka)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        _wait(out / "pids.json", deadline)
+        pids = json.loads((out / "pids.json").read_text())
+        for n in ("a", "b", "c"):  # every node's first results of its own sources
+            _wait(out / "nodes" / n / "status.json", deadline)
+            while not _has_results(out / "nodes" / n / "status.json"):
+                assert time.monotonic() < deadline, f"node {n} produced no result"
+                time.sleep(0.5)
+        time.sleep(5.0)
+        before = {n: json.loads((out / "nodes" / n / "status.json").read_text())
+                  for n in ("a", "b")}  # fmt: skip
+        os.killpg(pids["c"], signal.SIGKILL)
+        stdout, stderr = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=120)
+    assert proc.returncode == 0, stderr[-3000:]
+    assert stdout.splitlines()[-1] == str(out / "report.md")
+    summary = json.loads((out / "summary.json").read_text())
+    assert (out / "report.md").read_text().startswith("# spillway federation run")
+    assert summary["broker_started"] is True
+    assert summary["lost_nodes"] == ["c"]
+    assert summary["nodes"]["c"]["state"] == "exited -9"
+    assert "c LOST (no heartbeat)" in stdout
+    for n in ("a", "b"):  # the others kept shedding after c was lost, and stopped cleanly
+        node = summary["nodes"][n]
+        assert node["state"] == "stopped" and not node["lost"]
+        assert node["intervals"] > before[n]["intervals"]
+        assert node["result_rows"] > 0
+    # every node's fragments produced results (c: until killed), each source fragment adding
+    # at most its share of its query's sources (THEMIS Eq. 1 over the whole query)
+    share = {"avg-all": 10 / 30, "top-5": 20 / 40, "cov": 2 / 6}
+    for n in ("a", "b", "c"):
+        sic = summary["nodes"][n]["sources_sic"]
+        assert sic and all(0.0 < s <= 1.0 for s in sic.values()), (n, sic)
+        for f, s in sic.items():
+            assert s <= share[f.split("/")[0]] + 1e-3, (n, f, s)
+    assert summary["nodes"]["b"]["forwarded_rows"] > 0  # leaf-b and top-5's first, downstream
+    assert summary["nodes"]["a"]["link_rows_in"] > 0  # leaf-b's rows reached the root on a
+    # the queries whose root survived (avg-all on a, cov on b) have results at the coordinator
+    for q in ("avg-all", "cov"):
+        assert summary["queries"][q]["sic"] > 0.0, summary["queries"]
+    # nothing survives: no child's process group, no broker
+    gone = time.monotonic() + 10.0  # the last SIGKILLed processes may still be being reaped
+    while [n for n, pid in pids.items() if _group_alive(pid)] and time.monotonic() < gone:
+        time.sleep(0.2)
+    assert not [n for n, pid in pids.items() if _group_alive(pid)]
+    from spillway.kafka.broker import read_state
+
+    assert read_state(kafka) is None
