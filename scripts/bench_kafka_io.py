@@ -8,7 +8,9 @@ Starts its own broker in a temporary folder (stopped at the end), fills one part
 ``--rows`` JSON messages of the ``spillway produce`` shape (about 100 bytes), then reports, as
 one JSON object per line: the encoding rate (columns to JSON values), the writer's rate (queue
 and acknowledge), and the reader's rows/s for the whole partition at once and for consecutive
-ranges of 50,000 and 10,000 offsets (the shape of a source's micro-batches), and
+ranges of 50,000 and 10,000 offsets (the shape of a source's micro-batches), the seconds a
+tenth of the partition takes as one range and as 16 runs spread over it (a shedding lane's
+kept runs, each a re-seek), and
 ``KafkaFeed.records`` over the whole partition (read, then parse the JSON values with the
 schema: the source's Python side), each the median of three runs. ``--spark`` adds Spark's
 own Kafka source counting the same partition (batch read).
@@ -91,6 +93,23 @@ def main() -> None:
                     runs.append(time.perf_counter() - t0)
                 assert got == n, (got, n)
             _print_rate("reader_rows_per_s", n, runs, range_rows=chunk)
+        # a lane that sheds reads its kept records as runs spread over its range (16 runs of
+        # a tenth of it, as select_kept_runs does), each a re-seek: against one range
+        kept = min(n, 200_000) // 10
+        for runs in (1, 16):
+            took = []
+            for rep in range(3):
+                with RangeReader(conn) as r:
+                    r.read("bench", 0, 0, 1)
+                    t0 = time.perf_counter()
+                    got = 0
+                    for i in range(runs):
+                        a = i * (n // runs) + rep * 7
+                        got += r.read("bench", 0, a, a + kept // runs).num_rows
+                    took.append(time.perf_counter() - t0)
+            print(json.dumps({"figure": "reader_runs_seconds", "runs": runs, "rows": got,
+                              "value": round(statistics.median(took), 3),
+                              "runs_s": [round(x, 3) for x in took]}))  # fmt: skip
         # the source's whole Python side for one range: read, then parse the JSON values
         # with the user's schema into the columns a micro-batch carries (KafkaFeed.records)
         feed = KafkaFeed(
