@@ -48,8 +48,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--spark", action="store_true", help="also time Spark's Kafka source")
+    ap.add_argument("--partition-fetch-bytes", type=int, default=None,
+                    help="the reader's max.partition.fetch.bytes (default: the reader's own)")  # fmt: skip
     args = ap.parse_args()
     n = args.rows
+    fetch = {} if args.partition_fetch_bytes is None else {
+        "max_partition_fetch_bytes": args.partition_fetch_bytes}  # fmt: skip
     with running_broker() as state:
         conn = state.connection()
         create_topic(conn, "bench", partitions=1)
@@ -84,7 +88,7 @@ def main() -> None:
         for chunk in (n, 50_000, 10_000):
             runs = []
             for _ in range(3):
-                with RangeReader(conn) as r:
+                with RangeReader(conn, **fetch) as r:
                     t0 = time.perf_counter()
                     got = sum(
                         r.read("bench", 0, a, min(a + chunk, n)).num_rows
@@ -99,7 +103,7 @@ def main() -> None:
         for runs in (1, 16):
             took = []
             for rep in range(3):
-                with RangeReader(conn) as r:
+                with RangeReader(conn, **fetch) as r:
                     r.read("bench", 0, 0, 1)
                     t0 = time.perf_counter()
                     got = 0
