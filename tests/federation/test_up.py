@@ -94,7 +94,7 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
     coordinator marks it lost and the other two keep shedding until the end."""
     out, kafka = tmp_path / "out", tmp_path / "kafka"
     argv = shlex.split(README_UP)[1:]
-    argv[argv.index("--duration") + 1] = "22"
+    argv[argv.index("--duration") + 1] = "40"  # time left after the kill for a and b to decide
     argv[argv.index("--out") + 1] = str(out)
     proc = subprocess.Popen(
         [sys.executable, "-m", "spillway.cli", *argv, "--kafka-dir", str(kafka)],
