@@ -679,13 +679,28 @@ def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> n
     >>> _distinct_per_query(np.array([0, 0, 1, 0]), np.array([5, 5, 5, 7]), 3).tolist()
     [2, 1, 0]
     """
+    key_q, _ = _per_key(query, key, np.zeros(query.size, np.int64))
+    return np.bincount(key_q, minlength=n_queries)
+
+
+def _per_key(
+    query: np.ndarray, key: np.ndarray, count: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct (query, key) pairs, ordered by query then key: each pair's query and the
+    sum of ``count`` over its entries.
+
+    >>> q, c = _per_key(np.array([1, 0, 1]), np.array([4, 4, 4]), np.array([2, 3, 5]))
+    >>> q.tolist(), c.tolist()
+    ([0, 1], [3, 7])
+    """
     if query.size == 0:
-        return np.zeros(n_queries, np.int64)
+        return np.zeros(0, np.int64), np.zeros(0, count.dtype)
     o = np.lexsort((key, query))
     qs, ks = query[o], key[o]
     new = np.ones(qs.size, dtype=bool)
     new[1:] = (qs[1:] != qs[:-1]) | (ks[1:] != ks[:-1])
-    return np.bincount(qs[new], minlength=n_queries)
+    starts = np.flatnonzero(new)
+    return qs[starts], np.add.reduceat(count[o], starts)
 
 
 def _unseen_per_query(
@@ -702,15 +717,7 @@ def _unseen_per_query(
     [0.0, 0.0]
     """
     out = np.zeros(bounded.size)
-    if query.size == 0:
-        return out
-    o = np.lexsort((key, query))
-    qs, ks, cs = query[o], key[o], count[o]
-    new = np.ones(qs.size, dtype=bool)
-    new[1:] = (qs[1:] != qs[:-1]) | (ks[1:] != ks[:-1])
-    starts = np.flatnonzero(new)
-    per_key = np.add.reduceat(cs, starts)
-    key_q = qs[starts]
+    key_q, per_key = _per_key(query, key, count)
     edges = np.searchsorted(key_q, np.arange(bounded.size + 1))
     for i in np.flatnonzero(bounded).tolist():
         out[i] = unseen_groups(per_key[edges[i] : edges[i + 1]])
