@@ -144,6 +144,8 @@ def main() -> None:
     ap.add_argument("--policy", default="balance-sic")
     ap.add_argument("--keep-all", action="store_true", help="shed nothing (capacity runs)")
     ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                    help="a Spark setting for the node's session (repeatable)")  # fmt: skip
     args = ap.parse_args()
     cfg = ov.OverloadConfig(sources=("kafka",), trigger_s=2.0, duration_s=args.duration,
                             warmup_s=6.0, plain_spark=False)  # fmt: skip
@@ -153,6 +155,9 @@ def main() -> None:
         .config("spark.eventLog.enabled", "true").config("spark.eventLog.compress", "false")
         .config("spark.eventLog.dir", logs.as_uri())
     )  # fmt: skip
+    for kv in args.conf:
+        key, _, value = kv.partition("=")
+        builder = builder.config(key, value)
     spark = configure_spark(builder, local=True).getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     progress = _Progress()

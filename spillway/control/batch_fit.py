@@ -46,26 +46,34 @@ def fit_batch_cost(batches: Sequence[Mapping[str, Any]]) -> tuple[float, float]:
     return round(float(fixed), 12), round(float(per_row), 15)
 
 
-def sustainable_rows_per_s(fixed_s: float, per_row_s: float, trigger_s: float) -> float:
-    """Rows/s a source keeps up with when every trigger interval holds one batch:
-    ``(trigger - fixed) / per_row / trigger``; NaN when the fixed cost alone fills it.
+def sustainable_rows_per_s(
+    fixed_s: float, per_row_s: float, trigger_s: float, headroom: float = 1.0
+) -> float:
+    """Rows/s a source keeps up with when every trigger interval holds one batch that fills
+    ``headroom`` of it: ``(headroom * trigger - fixed) / per_row / trigger``; NaN when the
+    fixed cost alone fills that much.
 
     >>> sustainable_rows_per_s(0.5, 2e-6, 1.0)
     250000.0
+    >>> round(sustainable_rows_per_s(0.5, 2e-6, 1.0, headroom=0.8))
+    150000
     >>> sustainable_rows_per_s(1.2, 2e-6, 1.0)
     nan
     """
+    usable = headroom * trigger_s
     if not (math.isfinite(fixed_s) and math.isfinite(per_row_s)) or per_row_s <= 0:
         return math.nan
-    if fixed_s >= trigger_s:
+    if fixed_s >= usable:
         return math.nan
-    return (trigger_s - fixed_s) / per_row_s / trigger_s
+    return (usable - fixed_s) / per_row_s / trigger_s
 
 
 def operating_capacity(
-    batches: Sequence[Mapping[str, Any]], trigger_s: float, fallback: float
-) -> dict[str, Any]:
-    """The rate whose micro-batch fills one trigger interval, fitted over ``batches`` (runs
+    batches: Sequence[Mapping[str, Any]], trigger_s: float, fallback: float,
+    headroom: float = 1.0,
+) -> dict[str, Any]:  # fmt: skip
+    """The rate whose micro-batch fills ``headroom`` of one trigger interval (a node's
+    controller fills its headroom, not the whole interval), fitted over ``batches`` (runs
     whose batch sizes differ); ``fallback`` (say, rows over batch time) when the fit cannot
     separate the terms (sizes too alike, a negative term, a fixed cost filling the trigger),
     and ``capacity_method`` says which.
@@ -73,11 +81,15 @@ def operating_capacity(
     >>> b = [{"rows": r, "duration_s": 0.5 + 1e-5 * r} for r in (20_000, 40_000, 80_000)]
     >>> operating_capacity(b, 2.0, fallback=9e9)
     {'capacity_tuples_per_s': 75000.0, 'capacity_method': 'fit', 'fixed_s': 0.5, 'per_row_s': 1e-05}
+    >>> operating_capacity(b, 2.0, fallback=9e9, headroom=0.8)["capacity_tuples_per_s"]
+    55000.0
     >>> operating_capacity(b[:1] * 3, 2.0, fallback=40_000.0)["capacity_method"]
     'rows over batch time (fit not possible)'
     """
     fixed, per_row = fit_batch_cost(batches)
-    capacity = sustainable_rows_per_s(fixed, per_row, trigger_s) if fixed >= 0 else math.nan
+    capacity = (
+        sustainable_rows_per_s(fixed, per_row, trigger_s, headroom) if fixed >= 0 else math.nan
+    )
     if math.isfinite(capacity) and capacity > 0:
         return {"capacity_tuples_per_s": round(capacity, 6), "capacity_method": "fit",
                 "fixed_s": fixed, "per_row_s": per_row}  # fmt: skip

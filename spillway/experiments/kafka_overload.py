@@ -367,7 +367,7 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         runs = ((probe, out["probe_producers"]["from_s"]), (loaded, sent["from_s"]))
         fit = operating_capacity(
             [b for r, t in runs for bs in _loaded(r, t, cfg.trigger_s).values() for b in bs],
-            cfg.trigger_s, fallback,
+            cfg.trigger_s, fallback, cfg.headroom,
         )  # fmt: skip
         out.update(fit)
         capacity = fit["capacity_tuples_per_s"]

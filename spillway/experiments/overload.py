@@ -13,8 +13,9 @@ which every policy can shed (``cod`` per group, the others per lane). Per source
   micro-batch a trigger: a node shedding an input far above it gives a rough figure (rows
   processed per second of batch time), two nodes that keep everything stream half and 1.5
   times that, and ``duration = fixed + per_row * rows`` fitted over their batches gives the
-  rate whose batch fills the trigger (:func:`~spillway.control.batch_fit.operating_capacity`);
-  every run then streams the same queries with the rates scaled to ``level`` times it.
+  rate whose batch fills the node's headroom of the trigger (:func:`headroom`, 0.8: what its
+  controller targets; :func:`~spillway.control.batch_fit.operating_capacity`); every run
+  then streams the same queries with the rates scaled to ``level`` times it.
 - ``kafka``: a broker on 127.0.0.1 (its own folder), one topic per query (a partition per
   source). The producers, the broker and Spark share the machine's cores, so the node's
   capacity depends on how fast the producers send: it is measured per level, with the
@@ -285,11 +286,23 @@ def _guarded(fn: Any) -> dict[str, Any]:
         return {"error": " ".join(str(e).split())[:300]}
 
 
-def _fit(runs: list[LevelRun], trigger_s: float, fallback: float) -> dict[str, Any]:
+def headroom(cfg: OverloadConfig) -> float:
+    """The fraction of a trigger interval the experiment's node fills (its controller's
+    target): the capacity is the rate whose batch fills that much, so that a node at ``level``
+    times it keeps about ``1 / level``.
+
+    >>> headroom(make_config(quick=True))
+    0.8
+    """
+    return node_config(cfg, "random", 1.0).headroom
+
+
+def _fit(runs: list[LevelRun], cfg: OverloadConfig, fallback: float) -> dict[str, Any]:
     """The capacity fitted over the batches of keep-all ``runs`` (the first two of each left
-    out: Python workers starting), :func:`~spillway.control.batch_fit.operating_capacity`."""
+    out: Python workers starting), :func:`~spillway.control.batch_fit.operating_capacity` at
+    the node's :func:`headroom`."""
     batches = [b for lr in runs for plan in lr.batches.values() for b in plan[2:]]
-    return operating_capacity(batches, trigger_s, fallback)
+    return operating_capacity(batches, cfg.trigger_s, fallback, headroom(cfg))
 
 
 def measure_generated(
@@ -300,7 +313,7 @@ def measure_generated(
     The capacity is what the node sustains with one micro-batch a trigger: a node shedding
     (balance-sic) an input far above it (:data:`GENERATED_PROBE` tuples/s) gives a rough figure
     (its rows processed per second of batch time); two nodes that keep everything then stream
-    :data:`KEEP_ALL_FACTORS` times that figure, and the rate whose batch fills the trigger is
+    :data:`KEEP_ALL_FACTORS` times that figure, and the rate whose batch fills the headroom of the trigger is
     fitted over their batches. (Rows over batch time alone spread the fixed cost of a batch
     over whatever size the batches had, so they are no capacity.)"""
     report(f"overload: generated capacity, {GENERATED_PROBE:,.0f} tuples/s offered")
@@ -316,7 +329,7 @@ def measure_generated(
         keep_all.append(run_level(node_config(cfg, "balance-sic", f * rough / base_rate()),
                                   spark=spark, duration_s=probe_s,
                                   capacity_tuples_per_s=KEEP_ALL))  # fmt: skip
-    fit = {**_fit(keep_all, cfg.trigger_s, rough), "rough_tuples_per_s": rough}
+    fit = {**_fit(keep_all, cfg, rough), "rough_tuples_per_s": rough}
     capacity = fit["capacity_tuples_per_s"]
     runs = []
     for level in cfg.levels:
@@ -392,7 +405,7 @@ def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: fl
 
 
 def level_capacity(
-    measure_at: Any, level: float, estimate: float, trigger_s: float
+    measure_at: Any, level: float, estimate: float, trigger_s: float, headroom: float = 1.0
 ) -> dict[str, Any]:
     """The capacity of a node whose producers send ``level`` times it: measured with the
     producers at ``level * estimate``, then again at ``level`` times the new figure while it
@@ -417,7 +430,7 @@ def level_capacity(
         total = level * estimate
         runs = [measure_at(f * estimate, total - f * estimate) for f in KEEP_ALL_FACTORS_KAFKA]
         batches = [b for lr in runs for plan in lr.batches.values() for b in plan[2:]]
-        fit = operating_capacity(batches, trigger_s, estimate)
+        fit = operating_capacity(batches, trigger_s, estimate, headroom)
         rounds.append({**fit, "producers_rate": total})
         moved = abs(fit["capacity_tuples_per_s"] - estimate) / estimate
         estimate = fit["capacity_tuples_per_s"]
@@ -502,7 +515,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
 
     The capacity with light producers: a node that keeps everything reads topics produced at
     :data:`KAFKA_PROBE` tuples/s, then fresh topics produced at the first level times its rows
-    over batch time; the rate whose batch fills the trigger is fitted over both runs' batches
+    over batch time; the rate whose batch fills the headroom of the trigger is fitted over both runs' batches
     (their sizes differ), as for the generated feeds. Then each level's own capacity, with the
     producers sending that level's rate (:func:`level_capacity`), and that level's runs."""
     from spillway.testing import running_broker
@@ -524,7 +537,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
         report(f"overload: kafka capacity, every tuple kept, producers at {second_rate:,.0f}")
         second, sent2 = _kafka_run(cfg, spark, conn, "balance-sic", second_rate, "capacity2",
                                    keep_all=True, duration_s=probe_s)  # fmt: skip
-        fit = {**_fit([first, second], cfg.trigger_s, rough), "rough_tuples_per_s": rough}
+        fit = {**_fit([first, second], cfg, rough), "rough_tuples_per_s": rough}
         estimate = fit["capacity_tuples_per_s"]
         out["capacity_tuples_per_s"] = estimate
         out["capacity_fit"] = fit
@@ -540,7 +553,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
                                    background_rate=background)  # fmt: skip
                 return lr
 
-            lc = level_capacity(keep_all_at, level, estimate, cfg.trigger_s)
+            lc = level_capacity(keep_all_at, level, estimate, cfg.trigger_s, headroom(cfg))
             capacity = lc["capacity_tuples_per_s"]
             out["level_capacity"][f"{level:g}x"] = lc
             estimate = capacity  # the next level starts from this one's

@@ -16,23 +16,31 @@ the least per batch:
 
 1. the batch is repartitioned by ``query_id`` (the one shuffle of the batch: every later
    aggregate, window function and join groups by query id and more, so Spark plans no further
-   exchange) and, when there are several parts (below), persisted once, so the spillway source,
-   whose readers regenerate and sample tuples in Python, is read once;
+   exchange) and, when the statement reads it more than once (several parts, a log's
+   set-aside rows, user functions), persisted once, so the spillway source, whose readers
+   regenerate, sample or fetch tuples in Python, is read once (Spark pushes each part's
+   filter below a shared exchange, so each part would scan the source again);
 2. ONE SQL statement (:func:`~spillway.spark.statement.kinds_sql`, built once when the sink is
    made) computes every kind: each kind's SQL (:attr:`~spillway.spark.queries.QueryKind.sql`,
    the kind's one implementation) over ``query_id IN (its ids)``, the kinds whose result is one
    aggregate per (query, window) (AVG, MAX, COUNT, AVG-all) fused into one aggregation,
    GROUP-AVG one aggregation per group carrying its firing's totals, and one aggregation giving
    the firings (input SIC, rows, last arrival per query and window) of TOP-5, COV and the user
-   queries; the parts unioned, collected in ONE job; then the batch
-   is unpersisted. The result rows get their SIC from their firing in pandas
-   (:func:`~spillway.spark.statement.share_firings`, THEMIS Eq. 3), by the same rule as a user
-   query's rows.
-3. a plan that reads logs (Kafka topics, folders) persists the batch as read, and the same
-   statement (:func:`log_sql`) also returns its malformed and late rows (the dead letters)
-   and, when its keys are text, the texts of the keys it saw: still ONE job a batch. Each was
-   a job of its own before; with three collects a Kafka COUNT batch cost 1.25 s fixed
-   (BENCHMARKS.md §4, ``spillway bench --only kafka --quick``), with one, 0.9-1.1 s.
+   queries; the parts unioned, collected in ONE job; then the batch is unpersisted. The
+   result rows get their SIC from their firing in pandas
+   (:func:`~spillway.spark.statement.share_firings`, THEMIS Eq. 3), by the same rule as a
+   user query's rows.
+3. a plan that reads logs (Kafka topics, folders): the same statement (:func:`log_sql`) also
+   returns its malformed and late rows (the dead letters) and, when its keys are text, the
+   texts of the keys it saw: still ONE job a batch. Each was a job of its own before; with
+   three collects a Kafka COUNT batch cost 1.25 s fixed (BENCHMARKS.md §4, ``spillway bench
+   --only kafka --quick``), with one, 0.9-1.1 s.
+4. the batch is one temporary view and the rest is SQL text (each DataFrame call is a py4j
+   round trip, 2-3 ms each on a loaded machine), and the statement is planned without
+   adaptive execution (:data:`ADAPTIVE`; the stream's setting is put back after): with one
+   exchange there is nothing to adapt, and planning stage by stage cost about 0.3 s a batch.
+   The ``overload`` experiment's Kafka node (``scripts/profile_kafka_batch.py --rate 30000
+   --keep-all --duration 40``, 60,000 rows a batch): ``addBatch`` 1.38 s before, 0.89 s after.
 
 The kinds are SQL because a DataFrame plan built in Python costs hundreds of py4j calls and
 an analysis per call on every batch. Measured on ``local[2]`` (another Spark job sharing the
@@ -91,6 +99,10 @@ from spillway.spark.statement import (
     share_firings,
 )
 from spillway.spark.user import RECORD_ORIGIN, UserPart, evaluate
+
+#: Spark's adaptive query execution: off for the sink's statement (planning its stages one by
+#: one cost about 0.3 s of a Kafka batch of 60,000 rows; the statement has one exchange).
+ADAPTIVE = "spark.sql.adaptive.enabled"
 
 #: Columns of :meth:`ResultStore.to_pandas`, in order.
 STORE_COLUMNS: tuple[str, ...] = (
@@ -430,7 +442,6 @@ class ResultSink:
         #: The statement run on every batch (:func:`~spillway.spark.statement.kinds_sql` over
         #: the batch's view): the built-in kinds' results and the firings of every query.
         self.sql = kinds_sql(self._view, self.kinds, window_s, firing_ids=user_ids)
-        self._parts = self.sql.count(" UNION ALL ") + 1 + len(self.user)
         self.window_s = window_s
         self.store = store
         self.coordinator = coordinator
@@ -454,6 +465,23 @@ class ResultSink:
         #: only known once read: a topic's keys arrive with its records).
         self.key_texts = key_texts
         self._texts = pd.DataFrame(columns=["query_id", "key", "key_text"])
+        self._all_view = f"spillway_all_{id(self):x}"
+        records = any(p.record_schema is not None for p in self.user)
+        cols = ", ".join((*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ())))
+        #: The batch's rows, every column, repartitioned by query id: the one exchange of a
+        #: batch (every later aggregate groups by query id and more).
+        self._all_sql = f"SELECT * FROM {self._raw_view} DISTRIBUTE BY query_id"
+        #: The rows the queries read (of a log, the valid ones; its malformed and late rows are
+        #: set aside, and its keys' texts learnt, by the same statement: :func:`log_sql`).
+        self._rows_sql = f"SELECT {cols} FROM {self._all_view}" + (
+            " WHERE error IS NULL" if logs else ""
+        )
+        self._statement = (
+            log_sql(self.sql, self._all_view, texts=key_texts is not None) if logs else self.sql
+        )
+        #: Whether the batch is read more than once a batch (several parts, a log's set-aside
+        #: rows, user functions), and so persisted.
+        self._persist = bool(self.user) or " UNION ALL " in self._statement
 
     def _collect(self, batch_df: DataFrame, batch_id: int = -1) -> pd.DataFrame:
         """Run :attr:`sql` over the batch in one Spark job, and each user query's function;
@@ -464,47 +492,60 @@ class ResultSink:
                 f"plan {self.plan!r} needs the source columns {', '.join(SOURCE_COLUMNS)}; "
                 f"missing {', '.join(missing)}: read the rows from the spillway source"
             )
-        raw = batch_df
-        # Rows of logs may be malformed or late: they are set aside, and the keys' texts
-        # learnt, in the results' own job (log_sql).
-        if self.logs:
-            raw = batch_df.persist()  # read the log once, whatever reads the batch after
-            raw.createOrReplaceTempView(self._raw_view)
-            raw = raw.filter("error IS NULL")
-        records = any(p.record_schema is not None for p in self.user)
-        cols = (*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ()))
-        rows = raw.select(*cols).repartition("query_id")
-        if self._parts > 1:
-            rows = rows.persist()
-        session = rows.sparkSession
+        session = batch_df.sparkSession
         books = []
+        rows = whole = None
+        batch_df.createOrReplaceTempView(self._raw_view)
         try:
-            rows.createOrReplaceTempView(self._view)
-            if self.logs:
-                texts = self.key_texts is not None
-                whole = session.sql(log_sql(self.sql, self._raw_view, texts=texts)).toPandas()
-                stmt, self._bad, self._texts = split_log_rows(whole)
+            if self._persist:
+                # The statement's parts (and each user function) read the batch: persisted,
+                # so the source is read once (Spark pushes each part's filters below a shared
+                # exchange, so without it each part would scan the source again).
+                whole = session.sql(self._all_sql).persist()
+                whole.createOrReplaceTempView(self._all_view)
+                statement = f"WITH {self._view} AS ({self._rows_sql}) {self._statement}"
             else:
-                stmt = session.sql(self.sql).toPandas()
+                statement = (
+                    f"WITH {self._all_view} AS ({self._all_sql}), "
+                    f"{self._view} AS ({self._rows_sql}) {self._statement}"
+                )
+            if self.user:
+                rows = session.sql(self._rows_sql)
+            stmt = self._run(session, statement)
+            if self.logs:
+                stmt, self._bad, self._texts = split_log_rows(stmt)
             users = stmt["query_id"].isin([p.query_id for p in self.user])
             pdf = share_firings(stmt[~users])
             fired = firing_rows(stmt[users]).sort_values(["query_id", "window_start"])
             for part in self.user:
+                assert rows is not None
                 self._user_rows[part.name], book = evaluate(part, rows, batch_id, fired)
                 books.append(book)
         finally:
-            session.catalog.dropTempView(self._view)
-            if self.logs:
-                session.catalog.dropTempView(self._raw_view)
-            if self._parts > 1:
-                rows.unpersist()
-            if self.logs:
-                batch_df.unpersist()
+            session.catalog.dropTempView(self._raw_view)
+            if whole is not None:
+                session.catalog.dropTempView(self._all_view)
+                whole.unpersist()
         if books:
             pdf = pd.concat([f for f in (pdf, *books) if len(f)] or [pdf], ignore_index=True)
         for c in TIME_COLUMNS:
             pdf[c] = pdf[c].astype("int64")
         return with_key_dtype(pdf)
+
+    @staticmethod
+    def _run(session: Any, statement: str) -> pd.DataFrame:
+        """``statement`` collected to pandas, planned without adaptive execution (the setting
+        of the stream's own session is put back after)."""
+        conf = session.conf
+        adaptive = conf.get(ADAPTIVE, None)
+        conf.set(ADAPTIVE, "false")
+        try:
+            return session.sql(statement).toPandas()
+        finally:
+            if adaptive is None:
+                conf.unset(ADAPTIVE)
+            else:
+                conf.set(ADAPTIVE, adaptive)
 
     def _kinds_of(self, query_ids: pd.Series) -> pd.Series | str:
         if self.kind is not None:

@@ -157,9 +157,40 @@ def test_a_mixed_sink_gives_every_kind_the_results_of_its_dataframe_plan(spark):
     assert got["latency_s"].tolist() == pytest.approx(
         (T0 + 3.0 - got["last_arrival_ts"].map(pd.Timestamp.timestamp)).tolist()
     )
-    # The batch was persisted for the three parts and released again; the view is gone.
-    assert not spark.catalog.tableExists(sink._view)
+    # Nothing stays cached; the batch's view is gone.
+    assert not spark.catalog.tableExists(sink._raw_view)
     assert cache.isEmpty() == cached_before
+
+
+def test_a_mixed_sink_reads_its_batch_once_and_leaves_adaptive_execution_as_it_was(spark):
+    """The statement's five parts read the batch persisted once, so the source is read once
+    a batch (each part's filter pushed below a shared exchange would scan it again); the
+    statement is planned without adaptive execution and the stream's setting is put back."""
+    from spillway.spark.queries import SOURCE_SCHEMA_DDL
+
+    rows, kinds = _mix_rows()
+    reads = spark.sparkContext.accumulator(0)
+
+    def read(row):
+        reads.add(1)
+        return row
+
+    ddl = SOURCE_SCHEMA_DDL.replace("event_ts timestamp", "t double").replace(
+        ", arrival_ts timestamp", ""
+    )
+    source = spark.sparkContext.parallelize([tuple(r) for r in rows], 2).map(read)
+    df = spark.createDataFrame(source, ddl).selectExpr(
+        "*", "timestamp_seconds(t) AS event_ts", "timestamp_seconds(t) AS arrival_ts"
+    )
+    sink = ResultSink(kinds, 1.0, ResultStore(), clock=ManualClock(T0 + 3.0), plan="mixed")
+    spark.conf.set("spark.sql.adaptive.enabled", "true")
+    try:
+        sink(df.drop("t"), 0)
+        assert spark.conf.get("spark.sql.adaptive.enabled") == "true"
+    finally:
+        spark.conf.unset("spark.sql.adaptive.enabled")
+    assert reads.value == len(rows)
+    assert not spark.catalog.tableExists(sink._raw_view)
 
 
 def test_a_group_avg_sink_shares_each_window_sic_over_its_groups(spark):
