@@ -50,6 +50,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from spillway.errors import ConfigError, ControlChannelError, RunFailedError
 from spillway.federation.board import FederationView, federation_view, render
 from spillway.federation.client import CoordinatorClient
@@ -136,8 +138,9 @@ def cmd_node(args: argparse.Namespace) -> int:
         checkpoint_dir=str(out / "checkpoint"),
     )  # fmt: skip
     stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
+    # the coordinator's Eq. 4 reflects this node's admissions up to about lag_s ago
     view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
-                           lag_s=cfg.trigger_s)  # fmt: skip
+                           lag_s=max(fed.lag_s, cfg.trigger_s))  # fmt: skip
     reporter = RootReporter(
         CoordinatorClient.from_state(args.state, name), view,
         roots=[i for i, q in enumerate(local) if q.root],
@@ -272,6 +275,63 @@ def _clean(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
+def results_sic(
+    fed: FederationConfig, out: Path, as_of: dict[str, float]
+) -> dict[str, dict[str, float | None]]:
+    r"""Eq. 4 recomputed from the root nodes' stored results (``OUT/nodes/NAME/results.csv``),
+    apart from the coordinator, per query:
+
+    - ``sic``: the SIC of its root's result rows whose window starts in the STW the
+      coordinator summed at ``as_of[query]`` (``[as_of - lag_s - STW, as_of - lag_s)``) and
+      that were produced by then;
+    - ``max_stw_sic``: the most SIC any STW of source time holds over the whole run (at most
+      1: every source tuple's information counted once).
+
+    None where the root's node left no results.
+
+    >>> import tempfile
+    >>> fed = FederationConfig.from_dict({"coordinator": {"stw_s": 2.0, "lag_s": 1.0},
+    ...     "nodes": [{"name": "a"}], "queries": [{"name": "q", "fragments": [
+    ...         {"name": "root", "node": "a", "sources": 1}]}]})
+    >>> out = Path(tempfile.mkdtemp()); (out / "nodes" / "a").mkdir(parents=True)
+    >>> _ = (out / "nodes" / "a" / "results.csv").write_text(
+    ...     "query,window_start,sic,produced_at\n"
+    ...     "q.root,1970-01-01 00:00:10+00:00,0.5,12.5\n"
+    ...     "q.root.in,1970-01-01 00:00:11+00:00,0.25,12.5\n"
+    ...     "q.root,1970-01-01 00:00:12+00:00,0.5,16.0\n")
+    >>> results_sic(fed, out, {"q": 13.0})
+    {'q': {'sic': 0.75, 'max_stw_sic': 0.75}}
+    """
+    import pandas as pd
+
+    from spillway.spark.coordinator import unix_seconds
+
+    got: dict[str, dict[str, float | None]] = {}
+    for q in fed.queries:
+        root = next(f for f in q.fragments if not f.to)
+        path = out / "nodes" / root.node / "results.csv"
+        rows = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
+        if not rows.empty:
+            rows = rows[rows["query"].isin([f"{q.name}.{root.name}", f"{q.name}.{root.name}.in"])]
+        if rows.empty:
+            got[q.name] = {"sic": None, "max_stw_sic": None}
+            continue
+        start = unix_seconds(pd.to_datetime(rows["window_start"], utc=True))
+        sic = rows["sic"].to_numpy(dtype=float)
+        produced = rows["produced_at"].to_numpy(dtype=float)
+        end = as_of.get(q.name, math.nan) - fed.lag_s
+        inside = (start >= end - fed.stw_s) & (start < end) & (produced <= end + fed.lag_s)
+        order = np.argsort(start)
+        t, cum = start[order], np.concatenate([[0.0], np.cumsum(sic[order])])
+        upto = np.searchsorted(t, t + fed.stw_s, side="left")  # each STW from a window start
+        per_stw = cum[upto] - cum[np.arange(t.size)]
+        got[q.name] = {
+            "sic": round(float(sic[inside].sum()), 4) if math.isfinite(end) else None,
+            "max_stw_sic": round(float(per_stw.max()), 4),
+        }
+    return got
+
+
 def write_report(
     out: Path,
     fed: FederationConfig,
@@ -304,6 +364,7 @@ def write_report(
             "intervals": st.get("intervals"),
             "forwarded_rows": st.get("forwarded_rows"),
         }
+    check = results_sic(fed, out, {q.name: q.sic_as_of for q in view.queries})
     summary = {
         **meta,
         "queries": {
@@ -311,6 +372,9 @@ def write_report(
                 "sic": _clean(q.sic),
                 "kept_fraction": _clean(q.kept_fraction),
                 "latency_p95_s": _clean(q.latency_p95_s),
+                "sic_as_of": _clean(q.sic_as_of),
+                "sic_from_results": check[q.name]["sic"],
+                "max_stw_sic_from_results": check[q.name]["max_stw_sic"],
             }
             for q in view.queries
         },  # fmt: skip

@@ -110,8 +110,10 @@ class CoordinatorView:
             )
         self.query_ids = ids
         self.stale_s = float(stale_s)
-        self.projection = LocalProjection(
-            stw, int(ids.size), lag_s=lag_s, history_s=stw.stw_s + float(stale_s) + 1.0
+        lag = np.asarray(lag_s, dtype=np.float64)
+        reach = float(lag.max()) if lag.size and np.isfinite(lag).all() else 0.0
+        self.projection = LocalProjection(  # own(as_of - lag) may be stale_s + lag back
+            stw, int(ids.size), lag_s=lag_s, history_s=stw.stw_s + float(stale_s) + reach + 1.0
         )
         self._lock = threading.Lock()
         self._update: NodeUpdate | None = None
