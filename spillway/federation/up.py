@@ -353,6 +353,10 @@ def write_report(
                 link_rows += int(lq.get("arrived_total") or 0)
         results = out / "nodes" / n / "results.csv"
         rows = max(len(results.read_text().splitlines()) - 1, 0) if results.exists() else 0
+        qs = st.get("queries", [])
+        arrived = sum(int(lq.get("arrived_total") or 0) for lq in qs)
+        kept = sum(int(lq.get("kept_total") or 0) for lq in qs)
+        p95 = [lq["latency_p95_s"] for lq in qs if lq.get("latency_p95_s") is not None]
         nodes[n] = {
             "state": view.nodes.get(n),
             "lost": n in view.lost_nodes,
@@ -363,6 +367,10 @@ def write_report(
             "heartbeats": st.get("beats"),
             "intervals": st.get("intervals"),
             "forwarded_rows": st.get("forwarded_rows"),
+            "capacity_tuples_per_s": st.get("capacity_tuples_per_s"),
+            "arrived": arrived,  # tuples decided since the start, every query of the node
+            "kept_fraction": round(kept / arrived, 4) if arrived else None,
+            "latency_p95_s": round(max(p95), 3) if p95 else None,  # its slowest query's
         }
     check = results_sic(fed, out, {q.name: q.sic_as_of for q in view.queries})
     summary = {
