@@ -140,7 +140,8 @@ def cmd_node(args: argparse.Namespace) -> int:
     stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
     # the coordinator's Eq. 4 reflects this node's admissions up to about lag_s ago
     view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
-                           lag_s=max(fed.lag_s, cfg.trigger_s))  # fmt: skip
+                           lag_s=max(fed.lag_s, cfg.trigger_s),
+                           fragment_ids=[q.fragment_index for q in local])  # fmt: skip
     reporter = RootReporter(
         CoordinatorClient.from_state(args.state, name), view,
         roots=[i for i, q in enumerate(local) if q.root],
@@ -165,6 +166,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             node, local, node=name, pid=os.getpid(), final=final,
             reports=reporter.reports, beats=beat.beats, view=view.counters(),
             forwarded_rows=0 if forwarder is None else forwarder.written,
+            orphaned=[q.name for q, o in zip(local, view.orphaned(time.time()), strict=True) if o],
             listener_errors=node.store.listener_errors[:3], failure=node.failure,
         )  # fmt: skip
 
@@ -371,6 +373,7 @@ def write_report(
             "arrived": arrived,  # tuples decided since the start, every query of the node
             "kept_fraction": round(kept / arrived, 4) if arrived else None,
             "latency_p95_s": round(max(p95), 3) if p95 else None,  # its slowest query's
+            "orphaned": st.get("orphaned", []),  # queries of fragments it sheds whole
         }
     check = results_sic(fed, out, {q.name: q.sic_as_of for q in view.queries})
     summary = {

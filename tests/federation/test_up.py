@@ -140,6 +140,9 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
         for f, s in sic.items():
             assert s <= share[f.split("/")[0]] + 1e-3, (n, f, s)
     assert summary["nodes"]["b"]["forwarded_rows"] > 0  # leaf-b and top-5's first, downstream
+    # top-5's first fragment (on b) fed only top-5's last (on c): orphaned, b sheds it whole
+    assert summary["nodes"]["b"]["orphaned"] == ["top-5.first"]
+    assert summary["nodes"]["a"]["orphaned"] == []  # cov's middle still reaches cov's last
     assert summary["nodes"]["a"]["link_rows_in"] > 0  # leaf-b's rows reached the root on a
     # the queries whose root survived (avg-all on a, cov on b) have results at the coordinator
     for q in ("avg-all", "cov"):
