@@ -33,11 +33,12 @@ def test_the_coordinator_gets_both_copies_sic_once(
     sink = LinkSink(kafka_topics.conn, node_links(_FED, "a", prefix=_prefix()).outputs)
     _upstream(spark, tmp_path / "in", tmp_path / "ckpt-a", sink)
     with CoordinatorService(
-        _FED.layout(), _FED.coordinator(), clock=lambda: 1.0, origin_s=1.0 - _FED.stw_s
+        _FED.layout(), _FED.coordinator(), clock=lambda: 2.0, origin_s=2.0 - _FED.stw_s
     ) as service:  # a whole STW: no scaling
         client = CoordinatorClient(service.address, service.authkey, node=1)
 
-        # Results produced at 0.5 s: inside the STW the service evaluates at 1.0 s.
+        # Results of the source windows at 0 s and 1 s: inside the STW the service evaluates
+        # at 2.0 s (each window counts at its source time, whenever it is reported).
         def ckpt_of(link) -> Path:
             return tmp_path / "ckpt-b" / link.fragment.replace("/", "_")
 
