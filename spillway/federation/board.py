@@ -44,12 +44,14 @@ from spillway.quality import jain_index
 
 @dataclass(frozen=True, kw_only=True)
 class QueryView:
-    """One query across the federation (NaN: not known yet)."""
+    """One query across the federation (NaN: not known yet); ``sic_as_of``: when the
+    coordinator computed ``sic`` (its clock; -inf before any update)."""
 
     name: str
     sic: float
     kept_fraction: float
     latency_p95_s: float
+    sic_as_of: float = -math.inf
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -117,6 +119,7 @@ def federation_view(
                 sic=float(sic[i]),
                 kept_fraction=float(frac[i]),
                 latency_p95_s=float(latency[i]),
+                sic_as_of=float(as_of[i]),
             )
             for i, q in enumerate(fed.queries)
         ),  # fmt: skip

@@ -147,8 +147,9 @@ class CoordinatorClient:
         sent : float
             The node's clock (seconds) when it reports.
         result_time, query, sic : arrays (R,)
-            Results produced since the last report: production time, global query index and
-            SIC (a window's result rows may be summed into one entry). Empty: a heartbeat.
+            Results produced since the last report: their time (a Spark node gives the
+            source time, the start of the result's window), global query index and SIC (a
+            window's result rows may be summed into one entry). Empty: a heartbeat.
 
         Raises
         ------

@@ -15,7 +15,12 @@ downstream node would receive those rows, and their SIC, twice.
   aborts the transaction it left open (Kafka's ``init_transactions``);
 - the key of every record is ``"<fragment>:<batch>"``; on start the writer reads the last
   committed record of its partition and refuses any batch id at or below it
-  (:meth:`LinkWriter.write` returns False): a replayed batch is recognised and not written again.
+  (:meth:`LinkWriter.write` returns False): a replayed batch is recognised and not written again;
+- the timestamp of every record is its row's ``window_start`` (Unix seconds): the source time of
+  the window the row was computed from, so the consumer windows the row by it (a micro-batch
+  that spans several windows writes their rows at once, and stamped with the time of writing
+  they would fall into one window downstream, with more than a window's SIC: THEMIS §4 counts
+  a result in the STW of its source tuples).
 
 Batch ids must grow (Spark's batch ids do). :func:`read_link` reads an exact offset range back
 (committed records only) as rows with their batch and SIC.
@@ -88,8 +93,22 @@ def _rows(rows: pd.DataFrame) -> list[str]:
     sic = rows["sic"].to_numpy(dtype=np.float64)
     if sic.size and (not np.isfinite(sic).all() or sic.min() < 0):
         raise ConfigError("rows' sic must be finite and >= 0 (THEMIS Eq. 3)")
+    start = rows["window_start"].to_numpy(dtype=np.float64)
+    if start.size and (not np.isfinite(start).all() or start.min() < 0):
+        raise ConfigError("rows' window_start must be finite Unix seconds >= 0 (a source time)")
     text = rows.to_json(orient="records", lines=True, double_precision=15)
     return [line for line in text.split("\n") if line]
+
+
+def record_timestamps(rows: pd.DataFrame) -> list[int]:
+    """Each row's record timestamp: its ``window_start`` (Unix seconds) in milliseconds.
+
+    >>> record_timestamps(pd.DataFrame({"window_start": [1795773416.0, 12.25]}))
+    [1795773416000, 12250]
+    """
+    return (
+        np.round(rows["window_start"].to_numpy(dtype=np.float64) * 1000).astype(np.int64).tolist()
+    )
 
 
 class LinkWriter:
@@ -189,12 +208,14 @@ class LinkWriter:
         batch_id : int >= 0
             The upstream batch (Spark's ``batch_id``); ids must grow.
         rows : pandas.DataFrame
-            At least :data:`LINK_COLUMNS`; every column goes as JSON.
+            At least :data:`LINK_COLUMNS`; every column goes as JSON, and each record's
+            timestamp is its row's ``window_start`` (:func:`record_timestamps`).
 
         Raises
         ------
         ConfigError
-            A negative batch id, missing columns, or a negative or non-finite SIC.
+            A negative batch id, missing columns, a negative or non-finite SIC or window
+            start.
         KafkaClientError
             The transaction failed (it is aborted: nothing of the batch is visible).
         """
@@ -207,7 +228,7 @@ class LinkWriter:
             return False  # a replay: the batch is in the log already
         write_batch(
             self._producer, self.topic, self.partition, link_key(self.fragment, int(batch_id)),
-            values, timeout_s=self.timeout_s,
+            values, timeout_s=self.timeout_s, timestamps_ms=record_timestamps(rows),
             what=f"link {self.transactional_id!r} could not commit batch {batch_id}",
         )  # fmt: skip
         self.last_batch = int(batch_id)
@@ -256,4 +277,4 @@ def read_link(
     return df
 
 
-__all__ = ["LINK_COLUMNS", "LinkWriter", "link_key", "parse_key", "read_link"]
+__all__ = ["LINK_COLUMNS", "LinkWriter", "link_key", "parse_key", "read_link", "record_timestamps"]

@@ -50,6 +50,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from spillway.errors import ConfigError, ControlChannelError, RunFailedError
 from spillway.federation.board import FederationView, federation_view, render
 from spillway.federation.client import CoordinatorClient
@@ -136,8 +138,10 @@ def cmd_node(args: argparse.Namespace) -> int:
         checkpoint_dir=str(out / "checkpoint"),
     )  # fmt: skip
     stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
+    # the coordinator's Eq. 4 reflects this node's admissions up to about lag_s ago
     view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
-                           lag_s=cfg.trigger_s)  # fmt: skip
+                           lag_s=max(fed.lag_s, cfg.trigger_s),
+                           fragment_ids=[q.fragment_index for q in local])  # fmt: skip
     reporter = RootReporter(
         CoordinatorClient.from_state(args.state, name), view,
         roots=[i for i, q in enumerate(local) if q.root],
@@ -162,6 +166,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             node, local, node=name, pid=os.getpid(), final=final,
             reports=reporter.reports, beats=beat.beats, view=view.counters(),
             forwarded_rows=0 if forwarder is None else forwarder.written,
+            orphaned=[q.name for q, o in zip(local, view.orphaned(time.time()), strict=True) if o],
             listener_errors=node.store.listener_errors[:3], failure=node.failure,
         )  # fmt: skip
 
@@ -272,6 +277,63 @@ def _clean(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
+def results_sic(
+    fed: FederationConfig, out: Path, as_of: dict[str, float]
+) -> dict[str, dict[str, float | None]]:
+    r"""Eq. 4 recomputed from the root nodes' stored results (``OUT/nodes/NAME/results.csv``),
+    apart from the coordinator, per query:
+
+    - ``sic``: the SIC of its root's result rows whose window starts in the STW the
+      coordinator summed at ``as_of[query]`` (``[as_of - lag_s - STW, as_of - lag_s)``) and
+      that were produced by then;
+    - ``max_stw_sic``: the most SIC any STW of source time holds over the whole run (at most
+      1: every source tuple's information counted once).
+
+    None where the root's node left no results.
+
+    >>> import tempfile
+    >>> fed = FederationConfig.from_dict({"coordinator": {"stw_s": 2.0, "lag_s": 1.0},
+    ...     "nodes": [{"name": "a"}], "queries": [{"name": "q", "fragments": [
+    ...         {"name": "root", "node": "a", "sources": 1}]}]})
+    >>> out = Path(tempfile.mkdtemp()); (out / "nodes" / "a").mkdir(parents=True)
+    >>> _ = (out / "nodes" / "a" / "results.csv").write_text(
+    ...     "query,window_start,sic,produced_at\n"
+    ...     "q.root,1970-01-01 00:00:10+00:00,0.5,12.5\n"
+    ...     "q.root.in,1970-01-01 00:00:11+00:00,0.25,12.5\n"
+    ...     "q.root,1970-01-01 00:00:12+00:00,0.5,16.0\n")
+    >>> results_sic(fed, out, {"q": 13.0})
+    {'q': {'sic': 0.75, 'max_stw_sic': 0.75}}
+    """
+    import pandas as pd
+
+    from spillway.spark.coordinator import unix_seconds
+
+    got: dict[str, dict[str, float | None]] = {}
+    for q in fed.queries:
+        root = next(f for f in q.fragments if not f.to)
+        path = out / "nodes" / root.node / "results.csv"
+        rows = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
+        if not rows.empty:
+            rows = rows[rows["query"].isin([f"{q.name}.{root.name}", f"{q.name}.{root.name}.in"])]
+        if rows.empty:
+            got[q.name] = {"sic": None, "max_stw_sic": None}
+            continue
+        start = unix_seconds(pd.to_datetime(rows["window_start"], utc=True))
+        sic = rows["sic"].to_numpy(dtype=float)
+        produced = rows["produced_at"].to_numpy(dtype=float)
+        end = as_of.get(q.name, math.nan) - fed.lag_s
+        inside = (start >= end - fed.stw_s) & (start < end) & (produced <= end + fed.lag_s)
+        order = np.argsort(start)
+        t, cum = start[order], np.concatenate([[0.0], np.cumsum(sic[order])])
+        upto = np.searchsorted(t, t + fed.stw_s, side="left")  # each STW from a window start
+        per_stw = cum[upto] - cum[np.arange(t.size)]
+        got[q.name] = {
+            "sic": round(float(sic[inside].sum()), 4) if math.isfinite(end) else None,
+            "max_stw_sic": round(float(per_stw.max()), 4),
+        }
+    return got
+
+
 def write_report(
     out: Path,
     fed: FederationConfig,
@@ -293,6 +355,10 @@ def write_report(
                 link_rows += int(lq.get("arrived_total") or 0)
         results = out / "nodes" / n / "results.csv"
         rows = max(len(results.read_text().splitlines()) - 1, 0) if results.exists() else 0
+        qs = st.get("queries", [])
+        arrived = sum(int(lq.get("arrived_total") or 0) for lq in qs)
+        kept = sum(int(lq.get("kept_total") or 0) for lq in qs)
+        p95 = [lq["latency_p95_s"] for lq in qs if lq.get("latency_p95_s") is not None]
         nodes[n] = {
             "state": view.nodes.get(n),
             "lost": n in view.lost_nodes,
@@ -303,7 +369,13 @@ def write_report(
             "heartbeats": st.get("beats"),
             "intervals": st.get("intervals"),
             "forwarded_rows": st.get("forwarded_rows"),
+            "capacity_tuples_per_s": st.get("capacity_tuples_per_s"),
+            "arrived": arrived,  # tuples decided since the start, every query of the node
+            "kept_fraction": round(kept / arrived, 4) if arrived else None,
+            "latency_p95_s": round(max(p95), 3) if p95 else None,  # its slowest query's
+            "orphaned": st.get("orphaned", []),  # queries of fragments it sheds whole
         }
+    check = results_sic(fed, out, {q.name: q.sic_as_of for q in view.queries})
     summary = {
         **meta,
         "queries": {
@@ -311,6 +383,9 @@ def write_report(
                 "sic": _clean(q.sic),
                 "kept_fraction": _clean(q.kept_fraction),
                 "latency_p95_s": _clean(q.latency_p95_s),
+                "sic_as_of": _clean(q.sic_as_of),
+                "sic_from_results": check[q.name]["sic"],
+                "max_stw_sic_from_results": check[q.name]["max_stw_sic"],
             }
             for q in view.queries
         },  # fmt: skip

@@ -52,7 +52,8 @@ class NodeUpdate:
     node : int
         The node it is addressed to.
     as_of : float
-        Eq. 4 covers ``[as_of - STW, as_of)`` (seconds, the coordinator's clock).
+        When the coordinator computed it (seconds, its clock): Eq. 4 covers ``[as_of - lag -
+        STW, as_of - lag)`` (:attr:`~spillway.quality.coordination.CoordinatorConfig.lag_s`).
     queries : int array (K,)
         The queries with a fragment on this node, ascending (global query indices).
     sic : float array (K,)

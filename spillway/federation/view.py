@@ -85,19 +85,39 @@ class CoordinatorView:
     lag_s : float or array (Q,)
         Time from an admission to its effect on the query's results
         (:class:`~spillway.quality.LocalProjection`).
+    fragment_ids : int array (Q,), optional
+        The global index of each local query's fragment (the layout's numbering), so that
+        :meth:`orphaned` can name the queries of fragments the update marks orphaned; None:
+        no query is ever orphaned.
 
     Raises
     ------
     ConfigError
-        A negative query index, a bad ``stale_s``, or what ``LocalProjection`` refuses.
+        A negative query index, fragment indices not one per query, a bad ``stale_s``, or what
+        ``LocalProjection`` refuses.
     """
 
-    def __init__(self, query_ids: Any, stw: StwConfig, *, stale_s: float, lag_s: Any = 0.0) -> None:
+    def __init__(
+        self,
+        query_ids: Any,
+        stw: StwConfig,
+        *,
+        stale_s: float,
+        lag_s: Any = 0.0,
+        fragment_ids: Any = None,
+    ) -> None:
         ids = np.atleast_1d(np.asarray(query_ids, dtype=np.int64))
         if ids.ndim != 1 or (ids.size and ids.min() < 0):
             raise ConfigError(
                 f"query_ids must list each local query's global index (>= 0), got {query_ids!r}"
             )
+        frags = None if fragment_ids is None else np.asarray(fragment_ids, dtype=np.int64)
+        if frags is not None and (frags.shape != ids.shape or (frags.size and frags.min() < 0)):
+            raise ConfigError(
+                f"fragment_ids must give each of the {ids.size} local queries its fragment's "
+                f"global index (>= 0), got {fragment_ids!r}"
+            )
+        self.fragment_ids = frags
         if (
             isinstance(stale_s, bool)
             or not isinstance(stale_s, int | float)
@@ -110,8 +130,10 @@ class CoordinatorView:
             )
         self.query_ids = ids
         self.stale_s = float(stale_s)
-        self.projection = LocalProjection(
-            stw, int(ids.size), lag_s=lag_s, history_s=stw.stw_s + float(stale_s) + 1.0
+        lag = np.asarray(lag_s, dtype=np.float64)
+        reach = float(lag.max()) if lag.size and np.isfinite(lag).all() else 0.0
+        self.projection = LocalProjection(  # own(as_of - lag) may be stale_s + lag back
+            stw, int(ids.size), lag_s=lag_s, history_s=stw.stw_s + float(stale_s) + reach + 1.0
         )
         self._lock = threading.Lock()
         self._update: NodeUpdate | None = None
@@ -201,6 +223,28 @@ class CoordinatorView:
         if first:
             _LOG.warning("%s: this node balances its local view of its queries' SIC", reason)
         return None
+
+    def orphaned(self, now: float) -> np.ndarray:
+        """Per local query, whether the last update (if not older than ``stale_s`` at ``now``)
+        marks its fragment orphaned: its output no longer reaches a result, so its tuples are
+        shed (Fiscato §4.3; the coordinator's ``orphaned``). All False without an update or
+        ``fragment_ids``.
+
+        >>> from spillway.quality.sic import StwConfig
+        >>> view = CoordinatorView([0, 0, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+        ...                        fragment_ids=[3, 3, 5])
+        >>> view.receive(NodeUpdate(node=1, as_of=10.0, queries=np.array([0, 1]),
+        ...     sic=np.zeros(2), ceiling=np.array([0.0, 1.0]), lost_nodes=(2,),
+        ...     orphaned=np.array([3])))
+        >>> view.orphaned(11.0).tolist(), view.orphaned(13.0).tolist()  # then stale
+        ([True, True, False], [False, False, False])
+        """
+        out = np.zeros(self.query_ids.size, dtype=bool)
+        with self._lock:
+            u = self._update
+        if u is None or self.fragment_ids is None or float(now) - u.as_of > self.stale_s:
+            return out
+        return np.isin(self.fragment_ids, u.orphaned)
 
     def counters(self) -> dict[str, int]:
         """``used``, ``fallbacks`` and ``failures`` so far."""

@@ -342,6 +342,9 @@ class KafkaFeed(LogFields, Feed):
             return _empty()
         table = self._read_runs(topic, partition, idx)
         offsets = table.column("offset").to_numpy()
+        if offsets.size == 0:  # only transaction markers (or compacted offsets) in the range
+            none = None if self.sic_column is None else np.zeros(0)
+            return {**_empty(), "topic": topic, "partition": partition, "sic": none}
         pos = np.searchsorted(offsets, idx)
         found = (pos < len(offsets)) & (offsets[np.minimum(pos, len(offsets) - 1)] == idx)
         pos, idx = pos[found], idx[found]  # offsets the log no longer has (compaction gaps)

@@ -31,9 +31,12 @@ def write_batch(
     what: str,
     offsets: Sequence[Any] = (),
     group: Any = None,
+    timestamps_ms: Sequence[int] | None = None,
 ) -> None:
     """Write ``values`` with ``key`` to ``topic[partition]`` in one transaction, committing
     ``offsets`` (``TopicPartition`` list) for the consumer group ``group`` (its metadata) with it.
+    ``timestamps_ms`` gives each record its timestamp (Unix milliseconds; default: the time of
+    writing).
 
     Raises
     ------
@@ -44,8 +47,9 @@ def write_batch(
 
     try:
         producer.begin_transaction()
-        for v in values:
-            producer.produce(topic, value=v, key=key, partition=partition)
+        for i, v in enumerate(values):
+            stamp = {} if timestamps_ms is None else {"timestamp": int(timestamps_ms[i])}
+            producer.produce(topic, value=v, key=key, partition=partition, **stamp)
             producer.poll(0)
         if offsets:
             producer.send_offsets_to_transaction(list(offsets), group, timeout_s)

@@ -21,12 +21,18 @@ half, the local projection of THEMIS §6, is :mod:`spillway.quality.projection`.
 
 Decisions (not in the papers)
 -----------------------------
-*Eq. 4 exactly.* The sum covers results produced in ``[now - STW, now)`` for any ``now`` (the
-slide-bucket ring of :class:`~spillway.quality.QuerySicLedger` is short by up to a slide when
-asked off a boundary or late; see its Notes). A result's time is when its root fragment
-produced it (THEMIS ``t^r_τ``), not when it reached the coordinator, so a delayed result counts
-in the window it belongs to once it arrives. Queries younger than one STW are extrapolated by
-``STW / age``, as the ledger does.
+*Eq. 4 exactly.* The sum covers results whose time is in ``[now - lag - STW, now - lag)`` for
+any ``now`` (the slide-bucket ring of :class:`~spillway.quality.QuerySicLedger` is short by up
+to a slide when asked off a boundary or late; see its Notes). A result's time is given by the
+caller, not taken when it reaches the coordinator, so a delayed result counts in the window it
+belongs to once it arrives. The simulator gives the time its root fragment produced it (THEMIS
+``t^r_τ``, one window after its source tuples) with ``lag`` 0. A Spark federation gives the
+result's *source* time (the start of the window it was computed from), because a micro-batch
+there often spans several windows: counted when produced, a batch covering 7 s of source data
+puts 7 s of SIC into the STW at once, and a query's value went above 1 (THEMIS §4's membership
+rule wants the source tuples inside the STW). Its ``lag`` (:attr:`CoordinatorConfig.lag_s`)
+waits for results to arrive: a result later than ``lag`` after its source time counts in no
+update. Queries younger than one STW are extrapolated by ``STW / age``, as the ledger does.
 
 *A node that stops reporting.* Every node reports to the coordinator (a heartbeat: each
 shedding interval in the simulator). A node not heard from for more than ``timeout_s`` is
@@ -82,8 +88,8 @@ import numpy as np
 from spillway.errors import ConfigError
 from spillway.quality.sic import StwConfig
 
-#: Result chunks are kept this many STWs behind the newest result time, so a window ending up
-#: to one STW before it (a late update) is still summed whole.
+#: Result chunks are kept this many STWs (and the lag) behind the newest result time, so a
+#: window ending up to one STW before it (a late update) is still summed whole.
 KEEP_STWS = 2.0
 
 
@@ -311,6 +317,9 @@ class CoordinatorConfig:
         The source time window Eq. 4 sums over (THEMIS: 10 s sliding every 250 ms).
     timeout_s : float
         A node not heard from for longer than this is lost (> 0).
+    lag_s : float
+        Eq. 4 sums the STW ending this long before now (>= 0; default 0, the STW ending now):
+        with result times in source time, the end-to-end latency the results are waited for.
 
     Examples
     --------
@@ -322,10 +331,19 @@ class CoordinatorConfig:
 
     stw: StwConfig = field(default_factory=StwConfig)
     timeout_s: float = 1.0
+    lag_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not isinstance(self.stw, StwConfig):
             raise ConfigError(f"stw must be a StwConfig, got {type(self.stw).__name__}")
+        lag = self.lag_s
+        if isinstance(lag, bool) or not isinstance(lag, int | float) or not lag >= 0:
+            raise ConfigError(
+                "lag_s must be a finite number >= 0 (seconds between the end of the STW Eq. 4 "
+                f"sums and now), got {lag!r}"
+            )
+        if not math.isfinite(lag):
+            raise ConfigError(f"lag_s must be finite (seconds), got {lag!r}")
         t = self.timeout_s
         if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t <= 0:
             raise ConfigError(
@@ -341,7 +359,8 @@ class SicUpdate:
     Parameters
     ----------
     as_of : float
-        The instant the values refer to: Eq. 4 over ``[as_of - STW, as_of)``.
+        The instant the values were computed: Eq. 4 over ``[as_of - lag - STW, as_of - lag)``
+        (:attr:`CoordinatorConfig.lag_s`).
     sic : float array (Q,)
         Every query's result SIC (Eq. 4), never clipped.
     ceiling : float array (Q,)
@@ -427,7 +446,8 @@ class SicCoordinator:
         Parameters
         ----------
         result_time : float array (R,)
-            When each result was produced (THEMIS ``t^r_τ``).
+            Each result's time: when it was produced (THEMIS ``t^r_τ``), or its source time
+            (see the module notes).
         query_index : int array (R,)
         sic : float array (R,), >= 0
 
@@ -454,7 +474,7 @@ class SicCoordinator:
             raise ConfigError("sic must be finite and >= 0")
         self._chunks.append(_Chunk(t, q.astype(np.int64), s))
         self._newest = max(self._newest, float(t.max()))
-        keep_from = self._newest - KEEP_STWS * self.config.stw.stw_s
+        keep_from = self._newest - KEEP_STWS * self.config.stw.stw_s - self.config.lag_s
         while self._chunks and self._chunks[0].t_max < keep_from:
             self.expired += int(self._chunks.popleft().t.size)
 
@@ -480,14 +500,22 @@ class SicCoordinator:
         return (float(now) - self._heard) <= self.config.timeout_s
 
     def query_sic(self, now: float) -> np.ndarray:
-        """Every query's result SIC over ``[now - STW, now)`` (THEMIS Eq. 4), shape (Q,).
+        """Every query's result SIC over ``[now - lag - STW, now - lag)`` (THEMIS Eq. 4), (Q,).
 
-        Extrapolated by ``STW / age`` for queries younger than one STW (0 before their origin);
-        never clipped.
+        Extrapolated by ``STW / age`` for queries younger than one STW at ``now - lag`` (0
+        before their origin); never clipped.
+
+        >>> layout = QueryLayout(fragment_query=[0], fragment_node=[0], fragment_sources=[1])
+        >>> cfg = CoordinatorConfig(stw=StwConfig(stw_s=4.0, slide_s=1.0), lag_s=2.0)
+        >>> c = SicCoordinator(layout, cfg, origin_s=-10.0)
+        >>> c.record([0.5, 3.5, 4.5], [0, 0, 0], [0.25, 0.25, 0.25])
+        >>> c.query_sic(6.0).tolist(), c.query_sic(7.0).tolist()   # [0, 4), then [1, 5)
+        ([0.5], [0.5])
         """
         now = float(now)
         if not math.isfinite(now):
             raise ConfigError(f"now must be finite (seconds), got {now!r}")
+        now -= self.config.lag_s
         n_q = self.layout.n_queries
         lo = now - self.config.stw.stw_s
         raw = np.zeros(n_q)

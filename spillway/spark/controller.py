@@ -178,7 +178,10 @@ query whose upstream fragment already lost most of its SIC is kept more here tha
 lost little, where the local view (each query's kept share of what reached this node) would
 keep both alike. Every decision records the SIC it admitted per query in the view. Without a
 usable update (none yet, or older than the view's ``stale_s``) the decision falls back to the
-local base above; the view counts each fallback and logs the first.
+local base above; the view counts each fallback and logs the first. A query whose fragment the
+update marks *orphaned* (its consumers are lost, so its output reaches no result) offers the
+policy nothing: its tuples are shed whatever the load, and the capacity goes to the others
+(its arrivals still count as arrived; nothing of it is kept).
 
 Restarts
 --------
@@ -1231,12 +1234,14 @@ class NodeController:
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
         fed = self._federated_base(tau, mass_in)
         base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
-        capacity, cost, cap_tuples = self._capacity(count)
+        # an orphaned fragment's tuples are shed whatever the load (module docstring)
+        offered = np.where(self._orphaned(tau)[self.lane_query], 0, count)
+        capacity, cost, cap_tuples = self._capacity(offered)
         est = self.cost_estimates()
         backlog = Backlog(
             lane_query=self.lane_query,
             lane_source=self.lane_source,
-            count=count,
+            count=offered,
             tuple_sic=sic / norm[self.lane_query],
             query_sic=base,
             cost=cost,
@@ -1269,10 +1274,10 @@ class NodeController:
             drops = self._class_drops(tau, count, est)
             keep = self._class_keep(k, backlog, lo, drops, sheds_always)
         elif ask is None:
-            keep = count.copy()
+            keep = offered.copy()
         else:
-            read = self._group_read(count, cap_tuples, sheds_always)
-            keep, units = self._ask_policy(k, backlog, lo, lo + count, ask, read=read)
+            read = self._group_read(offered, cap_tuples, sheds_always)
+            keep, units = self._ask_policy(k, backlog, lo, lo + offered, ask, read=read)
         if self.class_control is not None:
             n_c = self.class_control.config.n_classes
             arr_c = np.bincount(self._lane_class, weights=count, minlength=n_c)
@@ -1834,6 +1839,13 @@ class NodeController:
         empty = norm <= 0
         norm = np.where(empty, 1.0, norm)
         return np.where(empty, 1.0, kept / norm), norm
+
+    def _orphaned(self, tau: float) -> np.ndarray:
+        """Per query, whether the coordinator's last usable update marks its fragment orphaned
+        (its output no longer reaches a result); all False without a federation (Q,)."""
+        if self.federation is None:
+            return np.zeros(self.n_queries, dtype=bool)
+        return self.federation.orphaned(self.epoch_s + tau)
 
     def _federated_base(
         self, tau: float, mass_in: np.ndarray

@@ -75,8 +75,12 @@ class QueryCounters:
     rows_in: np.ndarray
 
 
-def _seconds(values: pd.Series) -> np.ndarray:
-    """Timestamps (pandas datetimes) or numbers as float Unix seconds."""
+def unix_seconds(values: pd.Series) -> np.ndarray:
+    """Timestamps (pandas datetimes) or numbers as float Unix seconds.
+
+    >>> unix_seconds(pd.Series(pd.to_datetime([1.5], unit="s", utc=True))).tolist()
+    [1.5]
+    """
     if pd.api.types.is_datetime64_any_dtype(values):
         return values.map(pd.Timestamp.timestamp).to_numpy(dtype=np.float64)
     return values.to_numpy(dtype=np.float64)
@@ -199,7 +203,7 @@ class QueryCoordinator:
             raise ConfigError(f"produced_at must be finite (seconds), got {t[~np.isfinite(t)]}")
         if not np.isfinite(sic).all() or sic.min() < 0:
             raise ConfigError(f"sic must be finite and >= 0, got {sic[~(sic >= 0)]}")
-        start, end = self.feed_window(q, _seconds(df["window_start"]))
+        start, end = self.feed_window(q, unix_seconds(df["window_start"]))
         self.account.add("results", q, start, end, sic)
         wins = df.drop_duplicates(["query_id", "window_start"])
         wq = wins["query_id"].to_numpy(dtype=np.int64)

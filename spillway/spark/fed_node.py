@@ -36,6 +36,8 @@ Examples
 [('avg-all.root', 10, 30), ('avg-all.root.in', None, None), ('cov.middle', 2, 6), ('cov.middle.in', None, None)]
 >>> [(lq.fragment, lq.query_id, lq.role, lq.root) for lq in local]
 [('avg-all/root', 0, 'sources', True), ('avg-all/root', 0, 'link', True), ('cov/middle', 2, 'sources', False), ('cov/middle', 2, 'link', False)]
+>>> [lq.fragment_index for lq in local]  # avg-all's 1st of 3, cov's 2nd of 3 (5 before it)
+[0, 0, 6, 6]
 """
 
 from __future__ import annotations
@@ -68,7 +70,8 @@ class LocalQuery:
 
     ``query_id`` is the federated query's index (file order); ``role`` is ``"sources"`` (the
     fragment's own sources) or ``"link"`` (its upstream fragments' rows); ``root`` says the
-    fragment produces its query's results.
+    fragment produces its query's results; ``fragment_index`` is the fragment's global index
+    (the coordinator's layout: every query's fragments in file order).
     """
 
     name: str
@@ -76,6 +79,7 @@ class LocalQuery:
     query_id: int
     role: str
     root: bool
+    fragment_index: int = -1
 
 
 def node_config(
@@ -103,9 +107,11 @@ def node_config(
     inputs = {i.fragment: i for i in links.inputs}
     specs: list[QuerySpec] = []
     local: list[LocalQuery] = []
+    index = -1  # the fragment's global index (FederationConfig.layout's numbering)
     for qi, q in enumerate(fed.queries):
         total = sum(f.sources for f in q.fragments)
         for f in q.fragments:
+            index += 1
             if f.node != node:
                 continue
             fid = fragment_id(q.name, f.name)
@@ -116,7 +122,14 @@ def node_config(
                               rate=float(q.rate), sic_sources=total)
                 )  # fmt: skip
                 local.append(
-                    LocalQuery(name=base, fragment=fid, query_id=qi, role="sources", root=not f.to)
+                    LocalQuery(
+                        name=base,
+                        fragment=fid,
+                        query_id=qi,
+                        role="sources",
+                        root=not f.to,
+                        fragment_index=index,
+                    )  # fmt: skip
                 )
             if fid in inputs:
                 options = {
@@ -131,7 +144,7 @@ def node_config(
                                        feed_options=options))  # fmt: skip
                 local.append(
                     LocalQuery(name=f"{base}.in", fragment=fid, query_id=qi, role="link",
-                               root=not f.to)
+                               root=not f.to, fragment_index=index)
                 )  # fmt: skip
     cfg = NodeConfig(
         queries=tuple(specs),

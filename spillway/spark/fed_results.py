@@ -4,7 +4,9 @@
 of result rows it receives (from :func:`spillway.spark.links.link_stream`, or its own plan) is
 summed per window and reported with its SIC to the coordinator service
 (:meth:`~spillway.federation.client.CoordinatorClient.report`, Eq. 4 over the STW on the
-service's side); the :class:`~spillway.federation.update.NodeUpdate` that comes back is kept
+service's side), each window at its *source* time, its start (THEMIS §4: a result counts in the
+STW of the source tuples it was computed from; counted when produced, a micro-batch spanning
+several windows put more than one STW of SIC into one STW); the :class:`~spillway.federation.update.NodeUpdate` that comes back is kept
 in :attr:`ResultReporter.update` for the node's controller to project its shedding over
 (:class:`spillway.quality.LocalProjection`). A batch Spark replays (same ``batch_id``) is not
 reported again: within the process's life, and across a restart when the reporter is given a
@@ -39,6 +41,7 @@ from spillway.federation.placement import LinkIn
 from spillway.federation.update import NodeUpdate
 from spillway.federation.view import CoordinatorView
 from spillway.files import replace_text
+from spillway.spark.coordinator import unix_seconds
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,7 +104,7 @@ class ResultReporter:
     ----------
     client : the node's :class:`CoordinatorClient`.
     link : the root fragment's input (its ``query_id`` is the query's global index).
-    clock : the node's clock (seconds), the results' production time ``t^r_τ``.
+    clock : the node's clock (seconds), when a report is sent.
     state : a file keeping the last reported batch id and SIC across a restart
         (:class:`ReportedBatches`), e.g. in the query's checkpoint folder; None keeps them in
         memory only (a restarted node would report a replayed batch again). A crash between the
@@ -154,8 +157,9 @@ class ResultReporter:
             return  # a replay: reported already
         rows = df.groupBy("window_start").sum("sic").toPandas()
         new = rows.iloc[:, 1].to_numpy(dtype=np.float64) if len(rows) else np.zeros(0)
+        start = unix_seconds(rows["window_start"]) if len(rows) else np.zeros(0)
         now = float(self.clock())
-        times = np.concatenate([self._waiting[0], np.full(new.size, now)])
+        times = np.concatenate([self._waiting[0], start])
         sic = np.concatenate([self._waiting[1], new])
         try:
             self.update = self.client.report(
@@ -188,8 +192,9 @@ class NodeReporter:
     ``federation=``) hands every new batch of its result store to this reporter (a
     :class:`~spillway.spark.sink.ResultStore` listener: a batch Spark replays replaces its rows
     and is not handed again). Each batch is summed per query and window and reported with the
-    queries' global indices (:meth:`CoordinatorClient.report`, Eq. 4 on the service's side);
-    a batch without results is a heartbeat. The update that comes back goes to :attr:`view`,
+    queries' global indices (:meth:`CoordinatorClient.report`, Eq. 4 on the service's side),
+    each window at its source time (its start: see the module docstring); a batch without
+    results is a heartbeat. The update that comes back goes to :attr:`view`,
     whose projection the node's controller balances. A report that does not reach the
     coordinator is counted by the view (logged once) and its results are sent with the next.
 
@@ -198,7 +203,7 @@ class NodeReporter:
     client : the node's :class:`CoordinatorClient`.
     view : the node's :class:`~spillway.federation.view.CoordinatorView`; its ``query_ids``
         map the node's query ids to the federation's.
-    clock : the node's clock (seconds), the results' production time; None until the node
+    clock : the node's clock (seconds), when a report is sent; None until the node
         sets it (:class:`~spillway.spark.node.Node` gives its controller's ``now``).
 
     Raises
@@ -247,6 +252,11 @@ class NodeReporter:
                 f"batch {event.batch_id} of plan {event.plan!r} has results without a sic "
                 "column: the coordinator sums the SIC of result rows"
             )
+        if q_local.size and not np.isfinite(event.window_start_s).all():
+            raise InputDataError(
+                f"batch {event.batch_id} of plan {event.plan!r} has results without a window "
+                "start: the coordinator counts each result at its source time"
+            )
         if q_local.size and (q_local.min() < 0 or q_local.max() >= self.view.query_ids.size):
             raise InputDataError(
                 f"batch {event.batch_id} has query ids {sorted(set(q_local.tolist()))}, the view "
@@ -259,11 +269,13 @@ class NodeReporter:
         )
         q_new: np.ndarray = np.zeros(0, dtype=np.int64)
         s_new: np.ndarray = np.zeros(0)
+        t_new: np.ndarray = np.zeros(0)
         if keys is not None:
             uniq, inv = np.unique(keys, axis=1, return_inverse=True)
             q_new = self.view.query_ids[uniq[0].astype(np.int64)]
             s_new = np.bincount(inv.ravel(), weights=sic, minlength=uniq.shape[1])
-        times = np.concatenate([self._waiting[0], np.full(s_new.size, now)])
+            t_new = uniq[1]
+        times = np.concatenate([self._waiting[0], t_new])
         query = np.concatenate([self._waiting[1], q_new])
         total = np.concatenate([self._waiting[2], s_new])
         try:

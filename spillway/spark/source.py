@@ -1178,9 +1178,12 @@ def read_batches(
             )
             cols["event_ts"].append(_micros(r["event_ts"], 0))
             cols["arrival_ts"].append(_micros(r["arrival_ts"], 0))
-            if r.get("topic") is not None and int(partition.since_us[j]) > 0:
+            if r.get("topic") is not None and carried is None and int(partition.since_us[j]) > 0:
                 # a log: a record from before the last cut is late (before the first cut, a
-                # record older than the node is a backlog the first batch processes)
+                # record older than the node is a backlog the first batch processes). A link
+                # lane's record is never late: its timestamp is the source time of the upstream
+                # window it carries (LinkWriter), so it comes after the cut of that time, and
+                # its result counts in the STW of that source time at the coordinator.
                 since = (partition.epoch_us + int(partition.since_us[j])) / 1e6
                 late = np.asarray(r["event_ts"], dtype=np.float64) < since
                 if late.any():

@@ -13,7 +13,7 @@ import pytest
 
 from spillway.cli import main
 from spillway.errors import ConfigError, InputDataError
-from spillway.federation import CoordinatorClient
+from spillway.federation import CoordinatorClient, load_federation
 from spillway.federation.command import write_state
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "spillway" / "examples" / "federation.toml"
@@ -22,8 +22,14 @@ SPILLWAY = [sys.executable, "-m", "spillway.cli"]
 
 def test_coordinator_serves_the_example_until_sigterm(tmp_path: Path) -> None:
     state = tmp_path / "coord.json"
+    # the example with the STW ending now: a result of source time now - 0.1 counts at once
+    # (the example's STW ends lag_s ago, before the coordinator started)
+    fed = tmp_path / "fed.toml"
+    text = EXAMPLE.read_text()
+    fed.write_text(text.replace(f"lag_s = {load_federation(EXAMPLE).lag_s}", "lag_s = 0.0"))
+    assert load_federation(fed).lag_s == 0.0
     proc = subprocess.Popen(
-        [*SPILLWAY, "coordinator", str(EXAMPLE), "--state", str(state)],
+        [*SPILLWAY, "coordinator", str(fed), "--state", str(state)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -46,6 +46,25 @@ def test_a_replayed_batch_is_not_written_twice(kafka_topics: KafkaTopics) -> Non
     assert list(rows.columns[:3]) == ["query_id", "window_start", "sic"]
 
 
+@pytest.mark.kafka
+def test_a_rows_record_carries_its_windows_source_time(kafka_topics: KafkaTopics) -> None:
+    """A batch spanning three windows is written at once; each record's timestamp is its
+    window's start, so the consumer windows it by source time, not by the time of writing."""
+    from spillway.kafka.reader import RangeReader
+
+    topic = kafka_topics.new(partitions=1)
+    starts = [1795773416.0, 1795773417.0, 1795773418.5]
+    rows = pd.DataFrame({"query_id": [0, 0, 0], "window_start": starts, "sic": [0.1] * 3})
+    with LinkWriter(kafka_topics.conn, topic, fragment="avg/leaf") as w:
+        assert w.write(0, rows)
+        with pytest.raises(ConfigError, match="window_start must be finite Unix seconds"):
+            w.write(1, rows.assign(window_start=[-1.0, 0.0, 1.0]))
+    with RangeReader(kafka_topics.conn) as reader:
+        table = reader.read(topic, 0, 0, _latest(kafka_topics, topic))
+    got = table.column("timestamp").cast("int64").to_numpy() / 1e6
+    assert got.tolist() == pytest.approx(starts)
+
+
 _CRASH = textwrap.dedent(
     """
     import sys, time

@@ -140,10 +140,22 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
         for f, s in sic.items():
             assert s <= share[f.split("/")[0]] + 1e-3, (n, f, s)
     assert summary["nodes"]["b"]["forwarded_rows"] > 0  # leaf-b and top-5's first, downstream
+    # top-5's first fragment (on b) fed only top-5's last (on c): orphaned, b sheds it whole
+    assert summary["nodes"]["b"]["orphaned"] == ["top-5.first"]
+    assert summary["nodes"]["a"]["orphaned"] == []  # cov's middle still reaches cov's last
     assert summary["nodes"]["a"]["link_rows_in"] > 0  # leaf-b's rows reached the root on a
     # the queries whose root survived (avg-all on a, cov on b) have results at the coordinator
     for q in ("avg-all", "cov"):
         assert summary["queries"][q]["sic"] > 0.0, summary["queries"]
+    # Eq. 4 counts every source tuple's information once: no STW of source time holds more
+    # than 1 (the old coordinator, counting results when produced, showed 2.2-3.0 here), and
+    # the coordinator's value is the one recomputed from the roots' stored results
+    for q, got in summary["queries"].items():
+        if got["max_stw_sic_from_results"] is not None:
+            assert got["max_stw_sic_from_results"] <= 1.0 + 1e-6, (q, got)
+        if got["sic"] is not None and got["sic_from_results"] is not None:
+            assert got["sic"] <= 1.0 + 1e-6, (q, got)
+            assert got["sic"] == pytest.approx(got["sic_from_results"], abs=0.05), (q, got)
     # nothing survives: no child's process group, no broker
     gone = time.monotonic() + 10.0  # the last SIGKILLed processes may still be being reaped
     while [n for n, pid in pids.items() if _group_alive(pid)] and time.monotonic() < gone:

@@ -205,6 +205,10 @@ def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics, monkeypatch):
     assert feed.carries_sic
     assert feed.carried_sic(1, 5, 25) == pytest.approx(carried[1][5:25].sum())
     assert feed.carried_sic(0, 7, 7) == 0.0
+    # offset 40 is the transaction's commit marker: a range of markers only holds no record
+    # (it raised IndexError on the node once link records carried their source time)
+    assert feed.records(0, np.array([40]))["sic"].size == 0
+    assert feed.carried_sic(0, 40, 41) == 0.0
     import spillway.kafka.feed as kafka_feed
 
     monkeypatch.setattr(kafka_feed, "CARRIED_SAMPLE", 8)  # a long range: an even sample, scaled
@@ -223,3 +227,16 @@ def test_a_link_lane_keeps_the_sic_its_rows_carry(kafka_topics, monkeypatch):
         np.testing.assert_allclose(lane["sic"].to_numpy(), carried[p][off])
     # The product rule on the even lane: upstream 0.4 x downstream 0.25 of the window's 0.5.
     assert out[out["source_id"] == 0]["sic"].sum() == pytest.approx(0.5 * 0.4 * 0.25)
+    # A link lane's records are never late: read after the cut of a time past their stamps
+    # (an upstream batch that arrives after the window of its source time was decided), they
+    # are kept with their SIC, not set aside (main marked them late: their SIC was lost).
+    import time
+
+    after = int((time.time() + 3600) * 1e6)
+    part = SpillwayPartition(plan="q", seed=3, epoch_us=0, feeds=(FeedSpec.of(feed).dump(),),
+        query_id=np.array([0], np.int32), source_id=np.array([0], np.int32),
+        feed=np.array([0]), lo=np.array([0]), hi=np.array([40]), keep=np.array([40]),
+        sic=np.array([99.0]), since_us=np.array([after]))  # fmt: skip
+    late = pa.Table.from_batches(list(read_batches(part))).to_pandas()
+    assert len(late) == 40 and late["error"].isna().all()
+    assert late["sic"].sum() == pytest.approx(0.5 * 0.4)

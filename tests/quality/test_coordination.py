@@ -182,3 +182,7 @@ def test_other_errors() -> None:
         CoordinatorConfig(stw=10.0)  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="timeout_s must be a finite number > 0"):
         CoordinatorConfig(timeout_s=-1.0)
+    with pytest.raises(ConfigError, match="lag_s must be a finite number >= 0"):
+        CoordinatorConfig(lag_s=float("nan"))
+    with pytest.raises(ConfigError, match="lag_s must be finite"):
+        CoordinatorConfig(lag_s=float("inf"))

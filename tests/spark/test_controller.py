@@ -598,6 +598,35 @@ def test_the_coordinators_values_decide_where_the_local_view_splits_evenly() -> 
     np.testing.assert_allclose(view.projection.own(102.0), [0.2, 0.0])
 
 
+def test_an_orphaned_fragments_tuples_are_shed_and_its_capacity_goes_to_the_others() -> None:
+    """Query 1's fragment (global fragment 4) lost its consumer: the update marks it orphaned.
+    Its 10 tuples are shed even with room for all 20, and under a capacity of 10 query 0 gets
+    all of it (before: 5 and 5 with room for 10, every tuple with room for 20)."""
+    from spillway.federation.update import NodeUpdate
+    from spillway.federation.view import CoordinatorView
+    from spillway.policies import make_policy
+    from spillway.quality.sic import StwConfig
+
+    def view(orphaned: list[int]) -> CoordinatorView:
+        v = CoordinatorView([7, 3], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+                            fragment_ids=[2, 4])  # fmt: skip
+        v.receive(NodeUpdate(node=1, as_of=100.0, queries=np.array([3, 7]),
+                             sic=np.array([0.3, 0.3]), ceiling=np.ones(2),
+                             lost_nodes=(2,), orphaned=np.array(orphaned, dtype=np.int64)))  # fmt: skip
+        return v
+
+    def keep(capacity: int, orphaned: list[int]) -> list[int]:
+        c = _controller(capacity=capacity, policy=make_policy("balance-sic", seed=0),
+                        plans=_two_links(0.05, 0.05), federation=view(orphaned))  # fmt: skip
+        return c.decide(1).keep.tolist()
+
+    assert keep(20, []) == [10, 10] and keep(10, []) == [5, 5]
+    assert keep(20, [4]) == [10, 0]
+    assert keep(10, [4]) == [10, 0]
+    with pytest.raises(ConfigError, match="fragment_ids must give each of the 2 local queries"):
+        CoordinatorView([7, 3], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0, fragment_ids=[1])
+
+
 def test_a_stale_coordinator_update_falls_back_to_the_local_view() -> None:
     from spillway.policies import make_policy
 

@@ -33,11 +33,12 @@ def test_the_coordinator_gets_both_copies_sic_once(
     sink = LinkSink(kafka_topics.conn, node_links(_FED, "a", prefix=_prefix()).outputs)
     _upstream(spark, tmp_path / "in", tmp_path / "ckpt-a", sink)
     with CoordinatorService(
-        _FED.layout(), _FED.coordinator(), clock=lambda: 1.0, origin_s=1.0 - _FED.stw_s
+        _FED.layout(), _FED.coordinator(), clock=lambda: 2.0, origin_s=2.0 - _FED.stw_s
     ) as service:  # a whole STW: no scaling
         client = CoordinatorClient(service.address, service.authkey, node=1)
 
-        # Results produced at 0.5 s: inside the STW the service evaluates at 1.0 s.
+        # Results of the source windows at 0 s and 1 s: inside the STW the service evaluates
+        # at 2.0 s (each window counts at its source time, whenever it is reported).
         def ckpt_of(link) -> Path:
             return tmp_path / "ckpt-b" / link.fragment.replace("/", "_")
 
@@ -157,8 +158,8 @@ def test_a_nodes_results_reach_the_coordinator_and_its_update_the_view() -> None
         rep = NodeReporter(CoordinatorClient(svc.address, svc.authkey, node=1), view, clock=clock)
         # a TOP-5-like window of query 0 (two rows, one window) and one of query 1
         rep(_event(0, [0, 0, 1], [9.0, 9.0, 9.0], [0.05, 0.05, 0.4]))
-        # Eq. 4 covers [now - STW, now): results produced now count from the next update on
-        assert view.update is not None and view.update.sic.tolist() == [0.0, 0.0]
+        # Eq. 4 covers [now - STW, now) of source time: the window of 9 s counts at once
+        assert view.update is not None and view.update.sic.tolist() == pytest.approx([0.1, 0.4])
         clock.advance(1.0)
         rep(_event(1, [], [], []))  # a batch without results: a heartbeat
         rep.client.close()
@@ -167,6 +168,31 @@ def test_a_nodes_results_reach_the_coordinator_and_its_update_the_view() -> None
     assert view.update.sic.tolist() == pytest.approx([0.1, 0.4])
     got = view.base(11.5)
     assert got is not None and got.base.tolist() == pytest.approx([0.1, 0.4])
+
+
+def test_a_batch_spanning_more_than_an_stw_never_gives_a_query_sic_above_1() -> None:
+    """A node catching up (its first micro-batch, or one after a stall) produces the results of
+    many windows at once: a query whose 21 windows of source time each carry 1/10 of its SIC
+    (a full rate over a 10 s STW) is reported in one batch. Counted when produced (the old
+    reporter) the STW held 2.1; counted at their source time, the STW's 10 windows: 1.0."""
+    fed = FederationConfig.from_dict({
+        "coordinator": {"stw_s": 10.0, "slide_s": 1.0, "timeout_s": 600.0},
+        "nodes": [{"name": "a"}],
+        "queries": [{"name": "q", "fragments": [{"name": "root", "node": "a", "sources": 2}]}],
+    })  # fmt: skip
+    clock = ManualClock(121.5)
+    windows = np.arange(100.0, 121.0)  # source windows [100, 101) .. [120, 121)
+    with CoordinatorService(fed.layout(), fed.coordinator(), clock=clock, origin_s=0.0) as svc:
+        view = CoordinatorView([0], StwConfig(stw_s=10.0, slide_s=1.0), stale_s=2.0)
+        rep = NodeReporter(CoordinatorClient(svc.address, svc.authkey, node=0), view, clock=clock)
+        rep(_event(7, [0] * windows.size, windows, [0.1] * windows.size))
+        clock.advance(0.5)  # at 122: the STW [112, 122)
+        got = svc.federation().sic
+        rep.client.close()
+    assert rep.reported_sic == pytest.approx(2.1)
+    assert got.tolist() == pytest.approx([0.9])  # the windows 112..120 of [112, 122)
+    # independently: Eq. 4 over the reported windows' source times
+    assert got[0] == pytest.approx(0.1 * ((windows >= 112.0) & (windows < 122.0)).sum())
 
 
 def test_an_unreachable_coordinator_keeps_the_results_for_the_next_report(caplog) -> None:
