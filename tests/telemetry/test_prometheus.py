@@ -138,3 +138,30 @@ def test_a_busy_metrics_port_is_a_config_error() -> None:
 def test_a_bad_metrics_port_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="--metrics-port must be a port number"):
         MetricsServer(Hub(), port=70000)
+
+
+def test_the_documented_metric_lists_are_what_the_endpoint_exports() -> None:
+    import re
+    from pathlib import Path
+
+    from spillway.status import ClassStatus
+    from spillway.telemetry import prometheus
+
+    board = busy_board()
+    snap = board.state().snapshot
+    assert snap is not None
+    c = ClassStatus(
+        klass=1, weight=6, queries=("a", "b"), arrived=10, dropped=2, latency_p95_s=1.0,
+        latency_target_s=3.0, headroom=0.5, share=1.0, arrived_total=10, dropped_total=2,
+    )  # fmt: skip
+    board.tick(NodeSnapshot(t=4.0, capacity_tuples_per_s=1.0, processed_tuples_per_s=1.0,
+                            jain=1.0, queries=snap.queries, classes=(c,)))  # fmt: skip
+    families = {f.name: f for f in text_string_to_metric_families(exposition(Hub([board])))}
+    exported = {n + ("_total" if f.type == "counter" else "") for n, f in families.items()}
+    doc = prometheus.__doc__ or ""
+    table = set(re.findall(r"^``(spillway_[a-z0-9_]+)``", doc, flags=re.M))
+    assert table == exported, (sorted(table - exported), sorted(exported - table))
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    named = set(re.findall(r"`(spillway_[a-z0-9_]+)`", readme))
+    assert {"spillway_class_kept_ratio", "spillway_class_headroom"} <= named
+    assert named <= exported, sorted(named - exported)
