@@ -210,7 +210,9 @@ def render_calibration(progress: CalibrationProgress, width: int = 100) -> str:
 def plain_line(snapshot: NodeSnapshot, *, duration_s: float | None = None) -> str:
     """One log line summarising ``snapshot`` (the view when the output is not a terminal).
 
-    ``kept`` is the node-wide kept share: admitted over arrived rows of every query.
+    ``kept`` is the node-wide kept share: admitted over arrived rows of every query; on a node
+    with priority classes, ``class_kept`` is each class's kept share over the STW (class 1
+    first) and ``class_latency_misses`` the classes whose p95 latency is above their D.
     """
     s = snapshot
     rows_in = sum(q.rows_in for q in s.queries)
@@ -221,7 +223,16 @@ def plain_line(snapshot: NodeSnapshot, *, duration_s: float | None = None) -> st
         f"{t} policy={s.policy or '?'} capacity={_num(s.capacity_tuples_per_s)}/s "
         f"processed={_num(s.processed_tuples_per_s)}/s util={_pct(s.utilisation)} "
         f"jain={_fixed(s.jain, 3)} kept={_pct(kept, 1)} latency_misses={misses}/{len(s.queries)}"
-    )
+    ) + _class_summary(s.classes)
+
+
+def _class_summary(classes: Sequence[ClassStatus]) -> str:
+    """The classes' part of :func:`plain_line` (empty without classes)."""
+    if not classes:
+        return ""
+    kept = "/".join(_pct(c.kept_fraction) for c in classes)
+    misses = sum(not c.on_target for c in classes)
+    return f" class_kept={kept} class_latency_misses={misses}/{len(classes)}"
 
 
 def _class_block(snapshot: NodeSnapshot) -> int:

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from spillway.live import LiveWriter, render
+from spillway.live import LiveWriter, plain_line, render
 from spillway.status import ClassStatus, NodeSnapshot, QueryStatus
 from spillway.telemetry import Hub, NodeBoard
 from spillway.telemetry.prometheus import exposition
@@ -140,3 +140,11 @@ def test_prometheus_exports_every_class_by_label() -> None:
     plain = NodeBoard("node", queries=QUERIES, stw_s=4.0)
     plain.tick(_snapshot(4.0, ()))
     assert not [k for k in _samples(exposition(Hub([plain]))) if "class" in k[0]]
+
+
+def test_the_log_line_sums_up_the_classes() -> None:
+    classes = _measured()
+    line = plain_line(_snapshot(4.0, classes))
+    kept = "/".join(f"{100 * c.kept_fraction:.0f}%" for c in classes)
+    assert line.endswith(f" class_kept={kept} class_latency_misses=1/3")  # class 3: no result
+    assert "class_" not in plain_line(_snapshot(4.0, ()))
