@@ -3,15 +3,15 @@
 :func:`render` turns a :class:`~spillway.status.NodeSnapshot` into a block of text that fits a
 terminal width: a header (policy, elapsed time), the node line (estimated capacity, processed
 rate, utilisation, Jain's index over query SIC) and one row per query (kind, arrival rate, kept
-share, result SIC, p95 latency against its target, ``MISS`` when the target is missed).
+share, result SIC, p95 latency against its target, ``MISS`` when the target is missed); on a
+node with priority classes (``dilos`` policy), one row per class under them (its queries, kept
+share over the STW, loss since the run began, p95 latency against its delay target D, its load
+manager's headroom H and its capacity share).
 :class:`LiveWriter` redraws that block in place with ANSI cursor movement (no curses) when the
 output is a terminal, and falls back to one plain line every few seconds otherwise (logs, CI).
 
 Examples
 --------
->>> from collections.abc import Sequence
-
-from spillway.status import CalibrationProgress, NodeSnapshot, QueryStatus
 >>> q = QueryStatus(name="avg-gaussian", kind="avg", arrival_rate=1200.0, kept_fraction=0.25,
 ...                 sic=0.25, latency_p95_s=1.5, latency_target_s=4.0, rows_in=4, rows_kept=1)
 >>> snap = NodeSnapshot(t=30.0, capacity_tuples_per_s=400.0, processed_tuples_per_s=300.0,
@@ -22,6 +22,15 @@ node  capacity 400 t/s  processed 300 t/s  utilisation 75%  Jain 1.000
 query         kind    rate t/s  kept %    SIC  p95 s  target
 avg-gaussian  avg        1,200    25.0  0.250   1.50    4.00
 all 1 queries meet their latency target
+>>> c = ClassStatus(klass=1, weight=6, queries=("avg-gaussian",), arrived=400, dropped=100,
+...                 latency_p95_s=3.5, latency_target_s=3.0, headroom=0.48, share=0.6,
+...                 arrived_total=8000, dropped_total=1000)
+>>> from dataclasses import replace
+>>> for line in render(replace(snap, classes=(c,)), 80).splitlines()[4:]:
+...     print(line)
+all 1 queries meet their latency target
+class  wt  queries       kept %  loss %  p95 s    D s      H  share
+1       6  avg-gaussian    75.0    12.5   3.50   3.00  0.480    60%  MISS
 >>> plain_line(snap, duration_s=120)
 't=30s/120s policy=balance-sic capacity=400/s processed=300/s util=75% jain=1.000 kept=25.0% latency_misses=0/1'
 """
@@ -34,7 +43,7 @@ import sys
 from collections.abc import Sequence
 from typing import TextIO
 
-from spillway.status import CalibrationProgress, NodeSnapshot, QueryStatus
+from spillway.status import CalibrationProgress, ClassStatus, NodeSnapshot, QueryStatus
 
 #: ANSI: move the cursor to the start of the line ``n`` lines up, and clear to the end of screen.
 _UP = "\x1b[{n}F"
@@ -93,6 +102,31 @@ def _query_row(q: QueryStatus, name_w: int) -> str:
     return row
 
 
+def _class_lines(classes: Sequence[ClassStatus], width: int) -> list[str]:
+    """The priority classes' block: per class its weight, queries, kept share over the STW,
+    loss since the run began, p95 latency against its delay target D, and its manager's
+    headroom H (``MISS`` when p95 > D)."""
+    fixed_w = 56  # every column but the queries, MISS mark included
+    q_w = max(len("queries"), min(max(len(", ".join(c.queries)) for c in classes), width - fixed_w))
+    lines = [
+        f"class  wt  {'queries':<{q_w}}  {'kept %':>6}  {'loss %':>6}  {'p95 s':>5}  "
+        f"{'D s':>5}  {'H':>5}  {'share':>5}"
+    ]
+    for c in classes:
+        names = ", ".join(c.queries)
+        names = names if len(names) <= q_w else names[: q_w - 1] + "~"
+        row = (
+            f"{c.klass:<5}  {c.weight:>2}  {names:<{q_w}}  {_fixed(100 * c.kept_fraction, 1):>6}  "
+            f"{_fixed(100 * c.loss, 1):>6}  {_fixed(c.latency_p95_s, 2):>5}  "
+            f"{_fixed(c.latency_target_s, 2):>5}  {_fixed(c.headroom, 3):>5}  "
+            f"{_pct(c.share):>5}"
+        )
+        if not c.on_target:
+            row += "  MISS" if math.isfinite(c.latency_p95_s) else "  (no result yet)"
+        lines.append(row)
+    return lines
+
+
 def render(
     snapshot: NodeSnapshot,
     width: int = 100,
@@ -144,6 +178,8 @@ def render(
         lines.append(f"{misses} of {len(s.queries)} queries miss their latency target")
     else:
         lines.append(f"all {len(s.queries)} queries meet their latency target")
+    if s.classes:
+        lines += _class_lines(s.classes, width)
     return "\n".join(line[:width].rstrip() for line in lines)
 
 
@@ -174,7 +210,9 @@ def render_calibration(progress: CalibrationProgress, width: int = 100) -> str:
 def plain_line(snapshot: NodeSnapshot, *, duration_s: float | None = None) -> str:
     """One log line summarising ``snapshot`` (the view when the output is not a terminal).
 
-    ``kept`` is the node-wide kept share: admitted over arrived rows of every query.
+    ``kept`` is the node-wide kept share: admitted over arrived rows of every query; on a node
+    with priority classes, ``class_kept`` is each class's kept share over the STW (class 1
+    first) and ``class_latency_misses`` the classes whose p95 latency is above their D.
     """
     s = snapshot
     rows_in = sum(q.rows_in for q in s.queries)
@@ -185,7 +223,21 @@ def plain_line(snapshot: NodeSnapshot, *, duration_s: float | None = None) -> st
         f"{t} policy={s.policy or '?'} capacity={_num(s.capacity_tuples_per_s)}/s "
         f"processed={_num(s.processed_tuples_per_s)}/s util={_pct(s.utilisation)} "
         f"jain={_fixed(s.jain, 3)} kept={_pct(kept, 1)} latency_misses={misses}/{len(s.queries)}"
-    )
+    ) + _class_summary(s.classes)
+
+
+def _class_summary(classes: Sequence[ClassStatus]) -> str:
+    """The classes' part of :func:`plain_line` (empty without classes)."""
+    if not classes:
+        return ""
+    kept = "/".join(_pct(c.kept_fraction) for c in classes)
+    misses = sum(not c.on_target for c in classes)
+    return f" class_kept={kept} class_latency_misses={misses}/{len(classes)}"
+
+
+def _class_block(snapshot: NodeSnapshot) -> int:
+    """Lines the classes' block takes (0 without classes)."""
+    return len(snapshot.classes) + 1 if snapshot.classes else 0
 
 
 class LiveWriter:
@@ -232,7 +284,8 @@ class LiveWriter:
         """Show ``snapshot`` (pass this method as the node's ``on_tick``)."""
         if self.live:
             size = shutil.get_terminal_size()
-            rows = max(size.lines - _HEADER_LINES - 3, 1)  # 2 summary lines + the prompt
+            # 2 summary lines + the prompt, and the classes' block (its header and a line each)
+            rows = max(size.lines - _HEADER_LINES - 3 - _class_block(snapshot), 1)
             self._draw(
                 render(snapshot, size.columns - 1, duration_s=self.duration_s, max_rows=rows)
             )

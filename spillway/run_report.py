@@ -392,6 +392,7 @@ def summarise_run(
             "capacity_tuples_per_s": snapshot.capacity_tuples_per_s,
             "processed_tuples_per_s": snapshot.processed_tuples_per_s,
             "jain": snapshot.jain,
+            **({"classes": [c.as_dict() for c in snapshot.classes]} if snapshot.classes else {}),
         },
         "config": config.to_dict(),
     }

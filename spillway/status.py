@@ -13,12 +13,20 @@ True
 ...                     jain=1.0, queries=(q,))
 >>> snap.utilisation
 0.9875
+>>> c = ClassStatus(klass=3, weight=1, queries=("q3",), arrived=1000, dropped=250,
+...                 latency_p95_s=4.5, latency_target_s=5.0, headroom=0.08, share=0.1,
+...                 arrived_total=9000, dropped_total=4500)
+>>> c.kept_fraction, c.loss, c.on_target
+(0.75, 0.5, True)
+>>> c.as_dict()["class"], c.as_dict()["loss"]
+(3, 0.5)
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,8 +59,71 @@ class QueryStatus:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ClassStatus:
+    """One priority class as the node sees it now (``dilos`` policy,
+    :mod:`spillway.spark.class_control`), from the class controller's per-interval records.
+
+    ``arrived`` and ``dropped`` are the class's tuples decided and shed by the decisions of the
+    recent STW (``kept_fraction`` their complement, 1 when nothing arrived); ``latency_p95_s``
+    the row-weighted p95 response time (arrival → result) of the class's rows whose batches
+    finished in that STW (NaN: none did), against its delay target ``latency_target_s`` (D);
+    ``headroom`` the class manager's capacity estimate H after the latest decision (CPU-seconds
+    per second; NaN without a manager) and ``share`` the class's share of the node's capacity;
+    ``arrived_total`` and ``dropped_total`` count since the run began (``loss``, the run
+    report's figure).
+    """
+
+    klass: int
+    weight: int
+    queries: tuple[str, ...]
+    arrived: int
+    dropped: int
+    latency_p95_s: float
+    latency_target_s: float
+    headroom: float
+    share: float
+    arrived_total: int = 0
+    dropped_total: int = 0
+
+    @property
+    def kept_fraction(self) -> float:
+        """Kept over decided tuples in the recent STW (1 when nothing arrived)."""
+        return 1.0 - self.dropped / self.arrived if self.arrived > 0 else 1.0
+
+    @property
+    def loss(self) -> float:
+        """Shed over arrived tuples since the run began (NaN before any arrived)."""
+        return self.dropped_total / self.arrived_total if self.arrived_total > 0 else math.nan
+
+    @property
+    def on_target(self) -> bool:
+        """Whether the p95 response time meets D (NaN, no result yet, does not)."""
+        return math.isfinite(self.latency_p95_s) and self.latency_p95_s <= self.latency_target_s
+
+    def as_dict(self) -> dict[str, Any]:
+        """The figures as plain values (``class`` for ``klass``), derived ones included."""
+        return {
+            "class": self.klass,
+            "weight": self.weight,
+            "queries": list(self.queries),
+            "arrived": self.arrived,
+            "dropped": self.dropped,
+            "kept_fraction": self.kept_fraction,
+            "latency_p95_s": self.latency_p95_s,
+            "latency_target_s": self.latency_target_s,
+            "on_target": self.on_target,
+            "headroom": self.headroom,
+            "share": self.share,
+            "arrived_total": self.arrived_total,
+            "dropped_total": self.dropped_total,
+            "loss": self.loss,
+        }
+
+
+@dataclass(frozen=True, kw_only=True)
 class NodeSnapshot:
-    """The node now: estimated capacity, what it processed, fairness, and every query."""
+    """The node now: estimated capacity, what it processed, fairness, every query and, on a
+    node with priority classes, every class (empty otherwise)."""
 
     t: float
     capacity_tuples_per_s: float
@@ -60,6 +131,7 @@ class NodeSnapshot:
     jain: float
     queries: tuple[QueryStatus, ...] = ()
     policy: str = ""
+    classes: tuple[ClassStatus, ...] = ()
 
     @property
     def utilisation(self) -> float:

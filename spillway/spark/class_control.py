@@ -79,6 +79,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from typing import Any
 
 import numpy as np
@@ -88,6 +89,7 @@ from spillway.control.dilos import DilosConfig, original_shares
 from spillway.control.load_manager import LoadManagerConfig, check_count, check_number
 from spillway.errors import ConfigError
 from spillway.spark.load_control import LoadControlConfig
+from spillway.status import ClassStatus
 
 #: The capacity (headroom ``H``, in load units) split over the classes when the settings do not
 #: give one: the load managers' default (Pham's ``H0 = 0.8``).
@@ -120,6 +122,11 @@ def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: floa
     cum = np.cumsum(w[order])
     i = int(np.searchsorted(cum, q * cum[-1], side="left"))
     return float(v[order][min(i, len(v) - 1)])
+
+
+def _p95(responses: Sequence[tuple[float, float, int]]) -> float:
+    """The row-weighted p95 of measured batches' ``(feed time, response time, rows)``."""
+    return weighted_quantile([r for _, r, _ in responses], [n for _, _, n in responses], 0.95)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -272,6 +279,8 @@ class ClassControl:
         #: Per class, (feed time, response time, rows) of every measured batch.
         self.responses: list[list[tuple[float, float, int]]] = [[] for _ in range(n)]
         self.records: list[dict[str, Any]] = []
+        #: Per decision, (feed time, tuples arrived per class, tuples dropped per class).
+        self.decided: list[tuple[float, tuple[int, ...], tuple[int, ...]]] = []
 
     @property
     def capacities(self) -> list[float]:
@@ -297,12 +306,16 @@ class ClassControl:
             self._weighted[c] += int(rows) * r
             self.responses[c].append((float(t), r, int(rows)))
 
-    def note(self, *, arrived: Sequence[int], dropped: Sequence[int]) -> None:
-        """A decision covered ``arrived`` tuples per class and shed ``dropped`` of them."""
-        for c, (a, d) in enumerate(zip(arrived, dropped, strict=True)):
-            self.arrived[c] += int(a)
-            self.dropped[c] += int(d)
-            self._dropped_iv[c] += int(d)
+    def note(self, *, arrived: Sequence[int], dropped: Sequence[int], t: float = math.nan) -> None:
+        """A decision at feed time ``t`` covered ``arrived`` tuples per class and shed
+        ``dropped`` of them."""
+        a_c = [int(a) for a in arrived]
+        d_c = [int(d) for d in dropped]
+        for c, (a, d) in enumerate(zip(a_c, d_c, strict=True)):
+            self.arrived[c] += a
+            self.dropped[c] += d
+            self._dropped_iv[c] += d
+        self.decided.append((float(t), tuple(a_c), tuple(d_c)))
 
     def decide(
         self,
@@ -387,6 +400,70 @@ class ClassControl:
             redistributed=False, decisions=d.decisions,
         )  # fmt: skip
 
+    def status(
+        self, *, t: float, window_s: float, queries: Sequence[str]
+    ) -> tuple[ClassStatus, ...]:
+        """Every class now (feed time ``t``, :class:`~spillway.status.ClassStatus`): its
+        decisions (:meth:`note`) and measured batches (:meth:`observe`) of the ``window_s``
+        seconds up to ``t``, its manager's headroom and its share after the latest decision;
+        ``queries`` are the node's query names by query id.
+
+        >>> cfg = ClassControlConfig(manager="aurora", query_class=(1, 2, 2),
+        ...                          weights=(2, 1), target_intervals=(2.0, 4.0),
+        ...                          settings={"capacity": 0.9}, dilos=False)
+        >>> cc = ClassControl(cfg, trigger_s=0.5, n_queries=3)
+        >>> for t in (1.0, 2.0, 3.0):
+        ...     cc.observe(1, rows=10, response_s=t, t=t)
+        ...     _ = cc.decide(t=t, interval_s=0.5, loads=[0.2, 0.5], arrived=[10, 20],
+        ...                   queued_loads=[0.1, 0.1])
+        ...     cc.note(arrived=[10, 20], dropped=[0, 5 * int(t)], t=t)
+        >>> c1, c2 = cc.status(t=3.0, window_s=1.5, queries=("a", "b", "c"))
+        >>> c2.klass, c2.queries, c2.arrived, c2.dropped, c2.latency_p95_s, c2.latency_target_s
+        (2, ('b', 'c'), 40, 25, 3.0, 2.0)
+        >>> c2.kept_fraction, c2.loss, round(c2.headroom, 2), round(c2.share, 3)
+        (0.375, 0.5, 0.3, 0.333)
+        >>> c1.latency_p95_s, c1.kept_fraction, c1.latency_target_s
+        (nan, 1.0, 1.0)
+        """
+        lo = float(t) - float(window_s)
+        n = self.config.n_classes
+        arrived, dropped = np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        for at, a, d in reversed(self.decided):
+            if not at > lo:
+                break
+            if at <= t:
+                arrived += a
+                dropped += d
+        latest = self.records[-n:]  # the last decision's, class 1 first
+        shares = (
+            [float(r["share"]) for r in latest]
+            if len(latest) == n
+            else list(original_shares(self.config.weights))
+        )
+        caps = self.capacities
+        out = []
+        for c in range(n):
+            after = takewhile(lambda x: x[0] > lo, reversed(self.responses[c]))
+            recent = [x for x in after if x[0] <= t]
+            out.append(
+                ClassStatus(
+                    klass=c + 1,
+                    weight=self.config.weights[c],
+                    queries=tuple(
+                        q for q, k in zip(queries, self.query_index, strict=True) if k == c
+                    ),
+                    arrived=int(arrived[c]),
+                    dropped=int(dropped[c]),
+                    latency_p95_s=_p95(recent),
+                    latency_target_s=self.config.target_intervals[c] * self.trigger_s,
+                    headroom=caps[c],
+                    share=shares[c],
+                    arrived_total=self.arrived[c],
+                    dropped_total=self.dropped[c],
+                )
+            )
+        return tuple(out)
+
     def summary(self, steady_s: float = 0.0) -> dict[str, Any]:
         """Per class: weight, ``D``, loss, row-weighted p95 and mean response time (each
         batch's rows counted at their mean response) of the batches that finished
@@ -399,7 +476,7 @@ class ClassControl:
             every = self.responses[c]
             resp = [x for x in every if x[0] - t0 >= steady_s] or every
             vals, rows = [r for _, r, _ in resp], [n for _, _, n in resp]
-            p95 = weighted_quantile(vals, rows, 0.95)
+            p95 = _p95(resp)
             mean = float(np.average(vals, weights=rows)) if resp else math.nan
             d_s = self.config.target_intervals[c] * self.trigger_s
             recs = [r for r in self.records if r["class"] == c + 1]

@@ -281,7 +281,7 @@ from spillway.spark.source import (
     read_index,
     select_kept_runs,
 )
-from spillway.status import IntervalRecord
+from spillway.status import ClassStatus, IntervalRecord
 
 CLOCKS = ("wall", "logical")
 
@@ -1283,7 +1283,9 @@ class NodeController:
             arr_c = np.bincount(self._lane_class, weights=count, minlength=n_c)
             drop_c = np.bincount(self._lane_class, weights=count - keep, minlength=n_c)
             self.class_control.note(
-                arrived=arr_c.astype(np.int64).tolist(), dropped=drop_c.astype(np.int64).tolist()
+                arrived=arr_c.astype(np.int64).tolist(),
+                dropped=drop_c.astype(np.int64).tolist(),
+                t=tau,
             )
             self._note_class_rows(k, count, keep, t0_us, t1_us)
         if self.load_control is not None:
@@ -2160,6 +2162,15 @@ class NodeController:
                 for k in self._order
                 for r in (self._intervals[k],)
             ]
+
+    def class_status(self, t: float, window_s: float) -> tuple[ClassStatus, ...]:
+        """Every priority class at feed time ``t`` over the last ``window_s`` seconds
+        (:meth:`ClassControl.status <spillway.spark.class_control.ClassControl.status>`);
+        empty on a node without classes."""
+        with self._lock:
+            if self.class_control is None:
+                return ()
+            return self.class_control.status(t=t, window_s=window_s, queries=self.query_names)
 
     def stw_view(self) -> dict[str, np.ndarray]:
         """Per query over the last STW: tuples arrived (by arrival slide, over ``window_s``

@@ -1080,7 +1080,9 @@ class Node:
         return rows[unix + window_s <= end]
 
     def snapshot(self) -> NodeSnapshot:
-        """The node now: per query rate, kept share, result SIC, p95 latency vs target."""
+        """The node now: per query rate, kept share, result SIC, p95 latency vs target; per
+        priority class (``dilos`` policy) its kept share and p95 latency over the STW against
+        its delay target, and its manager's headroom."""
         c = self.controller
         cfg = self.config
         # One clock reading: the snapshot's feed time and the coordinator's Eq. 4 window end.
@@ -1126,6 +1128,7 @@ class Node:
             jain=float(jain_index(sic[np.isfinite(sic)])) if np.isfinite(sic).any() else math.nan,
             queries=tuple(queries),
             policy=cfg.policy if self._policy is None else self._policy.name,
+            classes=c.class_status(t, cfg.stw_s),
         )
 
 

@@ -115,7 +115,9 @@ class SourceCount:
 @dataclass(frozen=True, kw_only=True)
 class SeriesPoint:
     """One tick of the time series: the snapshot's node figures and per-query SIC and kept
-    share (in the board's query order), with the capacity measured from batch time."""
+    share (in the board's query order), with the capacity measured from batch time; on a node
+    with priority classes, per class (class 1 first) its kept share over the STW, p95 latency
+    and manager's headroom (empty without classes)."""
 
     seq: int
     t: float
@@ -125,6 +127,9 @@ class SeriesPoint:
     jain: float
     sic: tuple[float, ...]
     kept: tuple[float, ...]
+    class_kept: tuple[float, ...] = ()
+    class_latency_p95_s: tuple[float, ...] = ()
+    class_headroom: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -305,6 +310,9 @@ class NodeBoard:
                     kept=tuple(
                         by_name[n].kept_fraction if n in by_name else math.nan for n in self.queries
                     ),
+                    class_kept=tuple(c.kept_fraction for c in snapshot.classes),
+                    class_latency_p95_s=tuple(c.latency_p95_s for c in snapshot.classes),
+                    class_headroom=tuple(c.headroom for c in snapshot.classes),
                 )
             )
             self._version += 1

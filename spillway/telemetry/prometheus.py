@@ -30,6 +30,15 @@ metric                                               type            labels
 ``spillway_snapshot_time_seconds``                   gauge           node
 ``spillway_node_phase``                              gauge (0 or 1)  node, phase
 ``spillway_node_info``                               gauge (1)       node, policy, master
+``spillway_class_kept_ratio``                        gauge           node, class
+``spillway_class_latency_p95_seconds``               gauge           node, class
+``spillway_class_latency_target_seconds``            gauge           node, class
+``spillway_class_headroom``                          gauge           node, class
+``spillway_class_share_ratio``                       gauge           node, class
+``spillway_class_weight``                            gauge           node, class
+``spillway_class_tuples_arrived_total``              counter         node, class
+``spillway_class_tuples_shed_total``                 counter         node, class
+``spillway_query_class_info``                        gauge (1)       node, query, class
 ===================================================  ==============  =========================
 
 ``spillway_query_sic`` is the query's result SIC over its latest complete STW (THEMIS Eq. 4);
@@ -40,6 +49,15 @@ estimate, ``spillway_capacity_measured_tuples_per_second`` rows processed per se
 micro-batch time over the last STW. Every query's and the node's series exist from the start,
 so a scrape during the capacity measurement finds them: a figure not known yet (before the
 first snapshot, no result yet, no calibration) is NaN. docs/grafana/spillway.json is a Grafana dashboard over them.
+
+The ``spillway_class_*`` series exist on a node with priority classes (``dilos`` policy), once
+its run has begun (:class:`~spillway.status.ClassStatus`; ``class`` is the class number, 1 the
+highest): the kept share of the decisions of the last STW, the row-weighted p95 response time
+(arrival to result) of the batches that finished in it against the class's delay target D, the
+class load manager's headroom H (CPU-seconds per second) and the class's share of the node's
+capacity after the latest decision, its weight, and its tuples arrived and shed since the run
+began (their ratio is the run report's class loss). ``spillway_query_class_info`` maps every
+query to its class.
 
 Examples
 --------
@@ -101,6 +119,7 @@ class HubCollector(Collector):
         yield from _query_gauges(states)
         yield from _counters(states)
         yield from _node_gauges(states)
+        yield from _class_metrics(states)
         yield from _histograms(states)
 
 
@@ -198,6 +217,51 @@ def _node_gauges(states: list[BoardState]) -> Iterator[Metric]:
         policy = str(st.info.get("policy", s.policy if s is not None else ""))
         info.add_metric([st.name, policy, str(st.info.get("master", ""))], 1.0)
     yield from (cap, measured, processed, util, jain, cal, t, phase, info)
+
+
+def _class_metrics(states: list[BoardState]) -> Iterator[Metric]:
+    lab = ["node", "class"]
+    gauges = {
+        "kept_fraction": _gauge(
+            "spillway_class_kept_ratio", "Tuples kept over decided, last STW", lab
+        ),
+        "latency_p95_s": _gauge(
+            "spillway_class_latency_p95_seconds",
+            "p95 response time (arrival to result), last STW",
+            lab,
+        ),
+        "latency_target_s": _gauge(
+            "spillway_class_latency_target_seconds", "The class's delay target D", lab
+        ),
+        "headroom": _gauge(
+            "spillway_class_headroom", "The class load manager's headroom H (CPU-s per s)", lab
+        ),
+        "share": _gauge(
+            "spillway_class_share_ratio", "The class's share of the node's capacity", lab
+        ),
+        "weight": _gauge("spillway_class_weight", "The class's priority weight", lab),
+    }
+    arrived = CounterMetricFamily(
+        "spillway_class_tuples_arrived",
+        "Tuples of the class decided since the run began",
+        labels=lab,
+    )
+    shed = CounterMetricFamily(
+        "spillway_class_tuples_shed", "Tuples of the class shed since the run began", labels=lab
+    )
+    info = _gauge(
+        "spillway_query_class_info", "The priority class of each query", ["node", "query", "class"]
+    )
+    for st in states:
+        for c in st.snapshot.classes if st.snapshot is not None else ():
+            labels = [st.name, str(c.klass)]
+            for attr, family in gauges.items():
+                _add(family, labels, getattr(c, attr))
+            arrived.add_metric(labels, c.arrived_total)
+            shed.add_metric(labels, c.dropped_total)
+            for q in c.queries:
+                info.add_metric([st.name, q, str(c.klass)], 1.0)
+    yield from (*gauges.values(), arrived, shed, info)
 
 
 def _histograms(states: list[BoardState]) -> Iterator[Metric]:

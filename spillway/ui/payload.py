@@ -6,7 +6,10 @@ The series is sent whole when a page connects and then only the points after the
 page has (``since``), so a long run costs the page a few hundred bytes a tick. ``error`` is
 every query's result error against the exact answer where the node knows it; a running node
 does not compute exact answers, so it is ``None`` (the page shows ``n/a``) until a source of
-errors exists.
+errors exists. ``classes`` holds the node's priority classes (:class:`~spillway.status.ClassStatus`,
+empty without them): kept share over the STW, loss since the run began, p95 latency against
+the delay target D, the class manager's headroom H and its capacity share; each series point
+carries the classes' kept share, p95 latency and headroom (``class_*``, class 1 first).
 
 Examples
 --------
@@ -21,8 +24,8 @@ Examples
 >>> p = node_payload(board.state(), since=1)
 >>> p["phase"], p["t"], [pt["seq"] for pt in p["points"]], p["queries"][0]["latency_p95_s"]
 ('running', 2.0, [2], None)
->>> p["queries"][0]["error"], p["queries"][0]["on_target"]
-(None, False)
+>>> p["queries"][0]["error"], p["queries"][0]["on_target"], p["classes"]
+(None, False, [])
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ def node_payload(state: BoardState, *, since: int = 0) -> dict[str, Any]:
                 "error": None,
             }
         )
+    classes = [c.as_dict() for c in (s.classes if s is not None else ())]
     shed = sum(c.shed for c in state.counts)
     arrived = sum(c.arrived for c in state.counts)
     out = {
@@ -90,6 +94,7 @@ def node_payload(state: BoardState, *, since: int = 0) -> dict[str, Any]:
         "tuples_arrived": arrived,
         "tuples_shed": shed,
         "queries": queries,
+        "classes": classes,
         "calibration": asdict(state.calibration) if state.calibration is not None else None,
         "lines": list(state.lines),
         "report": state.report,

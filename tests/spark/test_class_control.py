@@ -192,3 +192,41 @@ def test_no_manager_sheds_nothing():
     assert all(r["drop"] == 0.0 for r in c.class_control.records)
     assert all(np.isnan(x) for x in c.class_control.capacities)
     assert c.class_control.summary()["layout"] == "none"
+
+
+def test_class_status_is_the_decisions_and_batches_of_the_last_stw():
+    c = _controller(capacity=0.2)
+    start = c.initial_offset("avg")
+    off = c.latest_offset("avg", start)  # decision 1: rows of [0, 1) s
+    c.observe_batch("avg", rows=50, duration_s=0.2, end_offset=off, start_offset=start)
+    for k in range(2, 8):
+        c.decide(k)
+    hist = c.history()
+    status = c.class_status(7.0, 4.0)  # the decisions at t = 4, 5, 6, 7
+    assert [s.klass for s in status] == [1, 2, 3]
+    assert [s.queries for s in status] == [("qa",), ("qb",), ("qc",)]
+    for s, q in zip(status, ("qa", "qb", "qc"), strict=True):
+        recent = [h for h in hist if h.t > 3.0]
+        assert len(recent) == 4
+        assert s.arrived == sum(h.query_arrived[q] for h in recent)
+        assert s.arrived - s.dropped == sum(h.query_admitted[q] for h in recent)
+        assert s.arrived_total == sum(h.query_arrived[q] for h in hist)
+        assert s.arrived_total - s.dropped_total == sum(h.query_admitted[q] for h in hist)
+    assert status[2].kept_fraction < status[1].kept_fraction < status[0].kept_fraction < 1
+    assert [s.headroom for s in status] == pytest.approx(c.class_control.capacities)
+    assert [s.share for s in status] == pytest.approx([0.6, 0.3, 0.1])
+    assert [s.latency_target_s for s in status] == [3.0, 4.0, 5.0]
+    # the one measured batch finished at feed time 1 s: in an STW ending at 4 s, not at 7 s
+    assert all(np.isnan(s.latency_p95_s) for s in status)
+    early = c.class_status(4.0, 4.0)
+    assert early[0].latency_p95_s == pytest.approx(0.5) and early[0].on_target
+    assert np.isnan(early[2].latency_p95_s) and not early[2].on_target  # plan "max": no batch
+    assert early[0].arrived == sum(h.query_arrived["qa"] for h in hist if h.t <= 4.0)
+
+
+def test_a_node_without_classes_has_no_class_status():
+    from tests.spark.test_controller import _controller as plain
+
+    c = plain(capacity=50.0)
+    c.decide(1)
+    assert c.class_status(1.0, 4.0) == ()

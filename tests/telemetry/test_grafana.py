@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from spillway.telemetry import Hub
 from spillway.telemetry.prometheus import exposition
 
-from .test_prometheus import busy_board
+from .test_prometheus import class_board
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "spillway.json"
 
@@ -23,11 +23,12 @@ def test_every_metric_the_dashboard_queries_is_exported() -> None:
     used = {m for e in exprs for m in re.findall(r"\bspillway_[a-z0-9_]+", e)}
     exported = {
         s.name
-        for fam in text_string_to_metric_families(exposition(Hub([busy_board()])))
+        for fam in text_string_to_metric_families(exposition(Hub([class_board()])))
         for s in fam.samples
     }
     assert used and used <= exported, sorted(used - exported)
     assert {"spillway_query_sic", "spillway_capacity_tuples_per_second"} <= used
+    assert {"spillway_class_latency_p95_seconds", "spillway_class_headroom"} <= used
 
 
 def test_every_panel_has_a_unique_id_and_a_place() -> None:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 import socket
+from dataclasses import replace
+from pathlib import Path
 from urllib.request import urlopen
 
 import numpy as np
@@ -13,8 +16,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from spillway.errors import ConfigError
 from spillway.events import BatchEvent, DecisionEvent, ResultsEvent
-from spillway.status import NodeSnapshot, QueryStatus
-from spillway.telemetry import Hub, NodeBoard
+from spillway.status import ClassStatus, NodeSnapshot, QueryStatus
+from spillway.telemetry import Hub, NodeBoard, prometheus
 from spillway.telemetry.prometheus import MetricsServer, exposition
 
 
@@ -138,3 +141,28 @@ def test_a_busy_metrics_port_is_a_config_error() -> None:
 def test_a_bad_metrics_port_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="--metrics-port must be a port number"):
         MetricsServer(Hub(), port=70000)
+
+
+def class_board() -> NodeBoard:
+    """:func:`busy_board` whose latest snapshot has a priority class (``dilos`` policy)."""
+    board = busy_board()
+    snap = board.state().snapshot
+    assert snap is not None
+    c = ClassStatus(
+        klass=1, weight=6, queries=("a", "b"), arrived=10, dropped=2, latency_p95_s=1.0,
+        latency_target_s=3.0, headroom=0.5, share=1.0, arrived_total=10, dropped_total=2,
+    )  # fmt: skip
+    board.tick(replace(snap, t=4.0, classes=(c,)))
+    return board
+
+
+def test_the_documented_metric_lists_are_what_the_endpoint_exports() -> None:
+    families = {f.name: f for f in text_string_to_metric_families(exposition(Hub([class_board()])))}
+    exported = {n + ("_total" if f.type == "counter" else "") for n, f in families.items()}
+    doc = prometheus.__doc__ or ""
+    table = set(re.findall(r"^``(spillway_[a-z0-9_]+)``", doc, flags=re.M))
+    assert table == exported, (sorted(table - exported), sorted(exported - table))
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    named = set(re.findall(r"`(spillway_[a-z0-9_]+)`", readme))
+    assert {"spillway_class_kept_ratio", "spillway_class_headroom"} <= named
+    assert named <= exported, sorted(named - exported)

@@ -19,7 +19,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -101,15 +101,12 @@ def _scrape(run: LiveRun, stop: threading.Event) -> None:
         time.sleep(0.5)
 
 
-@pytest.fixture(scope="module")
-def live_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
-    folder = tmp_path_factory.mktemp("live-run")
-    config = folder / "node.toml"
-    config.write_text(CONFIG)
+def _start(folder: Path, args: list[str]) -> Iterator[LiveRun]:
+    """``spillway run ARGS --ui --metrics-port`` in the background, scraped every half second
+    while it runs; stopped (if still running) when the caller is done."""
     ui_port, metrics_port = _free_port(), _free_port()
     spillway = Path(sys.executable).with_name("spillway")
-    cmd = [str(spillway), "run", "--config", str(config), "--duration", str(DURATION_S)]
-    cmd += ["--out", str(folder / "run"), "--no-live"]
+    cmd = [str(spillway), "run", *args, "--out", str(folder / "run"), "--no-live"]
     cmd += ["--ui", "--ui-port", str(ui_port), "--metrics-port", str(metrics_port)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     shots = Path(os.environ.get("SPILLWAY_SCREENSHOTS") or folder)
@@ -132,6 +129,14 @@ def live_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
             proc.terminate()
         run.finish(60)
         scraper.join(5)
+
+
+@pytest.fixture(scope="module")
+def live_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
+    folder = tmp_path_factory.mktemp("live-run")
+    config = folder / "node.toml"
+    config.write_text(CONFIG)
+    yield from _start(folder, ["--config", str(config), "--duration", str(DURATION_S)])
 
 
 def _wait(predicate: Any, what: str, timeout_s: float = 90.0, run: LiveRun | None = None) -> Any:
@@ -170,6 +175,20 @@ def _page_values(page: Any) -> dict[str, Any]:
             }"""
         )
     )
+
+
+def _same_moment(
+    run: LiveRun, page: Any, read: Callable[[Any], dict[str, Any]]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the page shows (``read(page)``) and the node's state at the same snapshot time."""
+    for _ in range(40):
+        before = read(page)
+        state = _api(run)
+        after = read(page)
+        if before["t"] == after["t"] and float(after["t"]) == state["t"]:
+            return after, state
+        time.sleep(0.1)
+    raise AssertionError("the page never showed the node's latest snapshot")
 
 
 def _shows(text: str, value: float | None, digits: int) -> bool:
@@ -211,17 +230,7 @@ def test_the_dashboard_shows_the_live_run_and_matches_the_node(
     )
 
     # the same moment seen by the page and by the node's own state (and by /metrics)
-    matched = None
-    for _ in range(40):
-        before = _page_values(page)
-        state = _api(run)
-        after = _page_values(page)
-        if before["t"] == after["t"] and float(after["t"]) == state["t"]:
-            matched = (after, state)
-            break
-        time.sleep(0.1)
-    assert matched is not None, "the page never showed the node's latest snapshot"
-    shown, state = matched
+    shown, state = _same_moment(run, page, _page_values)
     for q in state["queries"]:
         cells = shown["rows"][q["name"]]
         kept = None if q["kept_fraction"] is None else 100 * q["kept_fraction"]
@@ -342,3 +351,122 @@ def test_the_start_is_quiet_and_spark_log_holds_everything(live_run: LiveRun) ->
     assert lines[2] == f"spillway: Prometheus metrics at {run.metrics}"
     assert lines[-1] == str(run.out / "report.md")
     assert math.isfinite(json.loads((run.out / "summary.json").read_text())["sic_mean"])
+
+
+# ------------------------------------------------------------------ priority classes
+CLASSES_TOML = Path(__file__).resolve().parents[2] / "spillway" / "examples" / "classes.toml"
+CLASS_QUERIES = {"1": ["c1-avg"], "2": ["c2-max"], "3": ["c3-count"]}
+CLASS_DURATION_S = 25
+
+
+@pytest.fixture(scope="module")
+def class_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveRun]:
+    """The shipped classes example (DILoS, three classes), shortened, without the exact job."""
+    folder = tmp_path_factory.mktemp("class-run")
+    args = ["--config", str(CLASSES_TOML), "--duration", str(CLASS_DURATION_S), "--no-exact"]
+    yield from _start(folder, args)
+
+
+def _page_classes(page: Any) -> dict[str, Any]:
+    """What the class panel shows now: the snapshot time, per class every cell's text."""
+    return dict(
+        page.evaluate(
+            """() => {
+              const node = document.querySelector('#node-node');
+              const rows = {};
+              for (const tr of node.querySelectorAll('.class-table tbody tr')) {
+                const cells = {};
+                for (const td of tr.querySelectorAll('td')) cells[td.dataset.field] = td.textContent;
+                rows[tr.dataset.class] = cells;
+              }
+              return {t: node.dataset.t, rows, visible: !node.querySelector('.classes').hidden};
+            }"""
+        )
+    )
+
+
+def test_the_class_panel_shows_every_class_as_the_node_does(class_run: LiveRun, page: Any) -> None:
+    run = class_run
+
+    def running() -> bool:
+        try:
+            return bool(_api(run)["phase"] == "running")
+        except (URLError, OSError):
+            return False
+
+    _wait(running, "the run phase", timeout_s=150, run=run)
+    page.goto(run.ui)
+    page.wait_for_function(
+        "() => document.querySelectorAll('.class-table tbody tr').length === 3", timeout=60_000
+    )
+    # every class's results known (p95 latency), and half the run gone (shedding, when the
+    # calibration measured the machine's capacity: a busy machine measures less, sheds nothing)
+    page.wait_for_function(
+        f"""() => [...document.querySelectorAll('.class-table td[data-field="latency_p95_s"]')]
+                   .every(td => td.dataset.value !== 'null')
+                  && Number(document.querySelector('#node-node').dataset.t) >= {CLASS_DURATION_S // 2}""",
+        timeout=60_000,
+    )
+    shown, state = _same_moment(run, page, _page_classes)
+    assert shown["visible"]
+    assert {str(c["class"]): c["queries"] for c in state["classes"]} == CLASS_QUERIES
+    assert [c["latency_target_s"] for c in state["classes"]] == [3.0, 4.0, 5.0]  # D x 1 s
+    for c in state["classes"]:
+        cells = shown["rows"][str(c["class"])]
+        assert cells["queries"] == ", ".join(c["queries"])
+        pct = {k: None if c[k] is None else 100 * c[k] for k in ("kept_fraction", "loss", "share")}
+        assert _shows(cells["kept_fraction"], pct["kept_fraction"], 1), (c, cells)
+        assert _shows(cells["loss"], pct["loss"], 1), (c, cells)
+        assert _shows(cells["share"], pct["share"], 1), (c, cells)
+        assert _shows(cells["latency_p95_s"], c["latency_p95_s"], 2), (c, cells)
+        assert _shows(cells["latency_target_s"], c["latency_target_s"], 2), (c, cells)
+        assert _shows(cells["headroom"], c["headroom"], 3), (c, cells)
+        assert c["headroom"] > 0 and 0 <= c["kept_fraction"] <= 1
+        assert cells["class_status"] == ("on target" if c["on_target"] else "MISS")
+    page.wait_for_function("() => document.querySelectorAll('.uplot').length === 6")
+    page.screenshot(path=str(run.shots / "dashboard-classes.png"), full_page=True)
+
+
+def test_the_class_metrics_match_the_node_s_status_and_report(class_run: LiveRun) -> None:
+    run = class_run
+    assert run.finish() == 0, run.stderr[-3000:]
+    running = [_samples(t) for _, t in run.scrapes if 'phase="running"} 1.0' in t]
+    done = [_samples(t) for _, t in run.scrapes if 'phase="done"} 1.0' in t]
+    assert len(running) >= 5 and done, f"{len(run.scrapes)} scrapes, {len(running)} running"
+    node = ("node", "node")
+
+    def by_class(s: dict[Any, float], name: str) -> dict[str, float]:
+        return {dict(k[1])["class"]: v for k, v in s.items() if k[0] == name}
+
+    last = running[-1]
+    assert set(by_class(last, "spillway_class_kept_ratio")) == set(CLASS_QUERIES)
+    assert all(v > 0 for v in by_class(last, "spillway_class_headroom").values())
+    info = {
+        (dict(k[1])["query"], dict(k[1])["class"])
+        for k in last
+        if k[0] == "spillway_query_class_info"
+    }
+    assert info == {(q, k) for k, qs in CLASS_QUERIES.items() for q in qs}
+    arrived = [sum(by_class(s, "spillway_class_tuples_arrived_total").values()) for s in running]
+    assert arrived == sorted(arrived) and arrived[-1] > 0
+
+    # at the end: the endpoint's class figures are the final snapshot's, and its counters the
+    # report's class loss
+    final = done[-1]
+    summary = json.loads((run.out / "summary.json").read_text())
+    report = summary["classes"]["classes"]
+    for c in summary["final_snapshot"]["classes"]:
+        k = str(c["class"])
+        lab = (("class", k), node)
+        for metric, key in (
+            ("spillway_class_kept_ratio", "kept_fraction"),
+            ("spillway_class_headroom", "headroom"),
+            ("spillway_class_share_ratio", "share"),
+            ("spillway_class_latency_p95_seconds", "latency_p95_s"),
+            ("spillway_class_latency_target_seconds", "latency_target_s"),
+        ):
+            want = math.nan if c[key] is None else c[key]
+            assert final[(metric, lab)] == pytest.approx(want, rel=1e-12, nan_ok=True), metric
+        assert final[("spillway_class_tuples_arrived_total", lab)] == report[k]["arrived"] > 0
+        assert final[("spillway_class_tuples_shed_total", lab)] == report[k]["dropped"]
+        assert c["loss"] == pytest.approx(report[k]["loss"])

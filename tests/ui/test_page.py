@@ -3,16 +3,18 @@ happens, then every query, numbers as the board says, charts drawn, the end of t
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 import pytest
 
 from spillway.events import BatchEvent, DecisionEvent
-from spillway.status import NodeSnapshot, QueryStatus
+from spillway.status import ClassStatus, NodeSnapshot, QueryStatus
 from spillway.telemetry import Hub, NodeBoard
 from spillway.ui.server import DashboardServer
 
@@ -138,3 +140,55 @@ def test_the_page_reconnects_on_its_own(
     finally:
         stop.set()
         thread.join()
+
+
+def test_the_class_panel_shows_every_class_only_on_a_node_with_classes(
+    served: tuple[NodeBoard, DashboardServer], page: Any
+) -> None:
+    board, server = served
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server.url)
+    board.tick(snapshot(1.0))
+    page.wait_for_function("() => document.querySelector('#node-node')?.dataset.t === '1'")
+    assert not page.locator(".classes").is_visible()
+    page.wait_for_function("() => document.querySelectorAll('.uplot').length === 3")
+    assert not page.locator(".class-chart").first.is_visible()
+
+    def with_classes(t: float) -> NodeSnapshot:
+        classes = tuple(
+            ClassStatus(
+                klass=k, weight=w, queries=(q,), arrived=100, dropped=10 * k,
+                latency_p95_s=math.nan if k == 3 else 2.0 + t / 10,  # shared batches
+                latency_target_s=1.0 + k, headroom=0.8 * w / 10 + t / 100, share=w / 10,
+                arrived_total=1000, dropped_total=100 * k,
+            )
+            for k, w, q in ((1, 6, "avg-a"), (2, 3, "avg-b"), (3, 1, "top5-c"))
+        )  # fmt: skip
+        return replace(snapshot(t), classes=classes)
+
+    for t in (2.0, 3.0):
+        board.tick(with_classes(t))
+    page.wait_for_function("() => document.querySelector('#node-node')?.dataset.t === '3'")
+    assert page.locator(".classes").is_visible()
+    rows = page.locator(".class-table tbody tr")
+    assert [rows.nth(i).get_attribute("data-class") for i in range(rows.count())] == ["1", "2", "3"]
+
+    def cell(k: int, field: str) -> str:
+        return page.locator(f'tr[data-class="{k}"] [data-field="{field}"]').inner_text()
+
+    assert cell(1, "queries") == "avg-a" and cell(1, "weight") == "6"
+    assert cell(1, "kept_fraction") == "90.0" and cell(3, "loss") == "30.0"
+    assert cell(1, "latency_p95_s") == "2.30" and cell(1, "latency_target_s") == "2.00"
+    assert cell(1, "class_status") == "MISS" and cell(3, "class_status") == "no result yet"
+    assert cell(2, "class_status") == "on target" and cell(1, "headroom") == "0.510"
+    assert cell(3, "share") == "10.0"
+    time.sleep(1.1)  # the page redraws its charts at most once a second
+    board.tick(with_classes(4.0))
+    page.wait_for_function("() => document.querySelector('#node-node')?.dataset.t === '4'")
+    assert cell(1, "headroom") == "0.520"  # the numbers follow the board
+    page.wait_for_function("() => document.querySelectorAll('.uplot').length === 6")
+    legend = page.locator(".chart-class-latency .u-legend").inner_text()
+    assert "class 1 (+1 identical)" in legend and "class 3" in legend and "D 3" in legend
+    assert "class 2" not in legend  # drawn once with class 1's
+    assert errors == []

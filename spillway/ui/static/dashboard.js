@@ -22,7 +22,8 @@
   }
 
   function emptySeries() {
-    return { t: [], capacity: [], measured: [], processed: [], jain: [], sic: [] };
+    return { t: [], capacity: [], measured: [], processed: [], jain: [], sic: [],
+      classLatency: [], classKept: [], classHeadroom: [] };
   }
 
   function view(name) {
@@ -33,7 +34,8 @@
     root.dataset.node = name;
     root.querySelector(".node-name").textContent = name;
     document.getElementById("nodes").appendChild(root);
-    v = { root, rows: new Map(), series: emptySeries(), charts: {}, groups: "", drawn: 0, queries: [] };
+    v = { root, rows: new Map(), classRows: new Map(), series: emptySeries(), charts: {}, groups: "",
+      drawn: 0, queries: [], classes: [] };
     nodes.set(name, v);
     return v;
   }
@@ -48,6 +50,18 @@
       s.processed.push(pt.processed_tuples_per_s);
       s.jain.push(pt.jain);
       pt.sic.forEach((x, i) => { (s.sic[i] = s.sic[i] || []).push(x); });
+      // per class, padded so that every class series is as long as s.t
+      const n = s.t.length - 1;
+      const push = (arr, values) => (values || []).forEach((x, i) => {
+        arr[i] = arr[i] || new Array(n).fill(null);
+        arr[i].push(x);
+      });
+      push(s.classLatency, pt.class_latency_p95_s);
+      push(s.classKept, pt.class_kept);
+      push(s.classHeadroom, pt.class_headroom);
+      for (const arr of [s.classLatency, s.classKept, s.classHeadroom]) {
+        for (const a of arr) if (a && a.length < s.t.length) a.push(null);
+      }
     }
   }
 
@@ -144,6 +158,46 @@
     }
   }
 
+  const CLASS_COLUMNS = ["class", "weight", "queries", "kept_fraction", "loss", "latency_p95_s",
+    "latency_target_s", "class_status", "headroom", "share"];
+
+  function classes(v, p) {
+    const cs = p.classes || [];
+    v.classes = cs;
+    const box = v.root.querySelector(".classes");
+    box.hidden = cs.length === 0;
+    for (const fig of v.root.querySelectorAll(".class-chart")) fig.hidden = cs.length === 0;
+    const body = box.querySelector("tbody");
+    for (const c of cs) {
+      let tr = v.classRows.get(c.class);
+      if (!tr) {
+        tr = document.createElement("tr");
+        tr.dataset.class = String(c.class);
+        for (const name of CLASS_COLUMNS) {
+          const td = document.createElement("td");
+          td.dataset.field = name;
+          tr.appendChild(td);
+        }
+        body.appendChild(tr);
+        v.classRows.set(c.class, tr);
+      }
+      const cell = (name) => tr.querySelector(`[data-field="${name}"]`);
+      setField(cell("class"), c.class, String(c.class));
+      setField(cell("weight"), c.weight, String(c.weight));
+      setField(cell("queries"), c.queries.join(","), c.queries.join(", "));
+      setField(cell("kept_fraction"), c.kept_fraction, pct(c.kept_fraction, 1));
+      setField(cell("loss"), c.loss, pct(c.loss, 1));
+      setField(cell("latency_p95_s"), c.latency_p95_s, fmt(c.latency_p95_s, 2));
+      setField(cell("latency_target_s"), c.latency_target_s, fmt(c.latency_target_s, 2));
+      const status = c.on_target ? "on target" : (c.latency_p95_s === null ? "no result yet" : "MISS");
+      const st = cell("class_status");
+      setField(st, status, status);
+      st.dataset.ok = String(c.on_target === true);
+      setField(cell("headroom"), c.headroom, fmt(c.headroom, 3));
+      setField(cell("share"), c.share, pct(c.share, 1));
+    }
+  }
+
   function chart(v, key, series, data, scale) {
     const holder = v.root.querySelector(`.chart-${key}`);
     const width = Math.max(holder.clientWidth, 300);
@@ -169,16 +223,18 @@
     }
   }
 
-  function sicGroups(v) {
-    // queries whose SIC series are identical share one line, labelled with every name
+  function sameSeries(names, series) {
+    // names whose series are identical share one line, labelled with every name
     const groups = new Map();
-    v.queries.forEach((name, i) => {
-      const key = JSON.stringify(v.series.sic[i] || []);
+    names.forEach((name, i) => {
+      const key = JSON.stringify(series[i] || []);
       if (!groups.has(key)) groups.set(key, { names: [], index: i });
       groups.get(key).names.push(name);
     });
     return [...groups.values()];
   }
+
+  const groupLabel = (g) => g.names.length > 1 ? `${g.names[0]} (+${g.names.length - 1} identical)` : g.names[0];
 
   function charts(v) {
     if (typeof uPlot === "undefined" || v.series.t.length === 0) return;
@@ -186,12 +242,9 @@
     if (now - v.drawn < REDRAW_MS) return;
     v.drawn = now;
     const s = v.series;
-    const groups = sicGroups(v);
+    const groups = sameSeries(v.queries, s.sic);
     chart(v, "sic",
-      groups.map((g, k) => ({
-        label: g.names.length > 1 ? `${g.names[0]} (+${g.names.length - 1} identical)` : g.names[0],
-        stroke: PALETTE[k % PALETTE.length], width: 1.5,
-      })),
+      groups.map((g, k) => ({ label: groupLabel(g), stroke: PALETTE[k % PALETTE.length], width: 1.5 })),
       [s.t, ...groups.map((g) => s.sic[g.index] || [])],
       { range: [0, 1.05] });
     chart(v, "capacity", [
@@ -201,6 +254,20 @@
     ], [s.t, s.capacity, s.measured, s.processed]);
     chart(v, "jain", [{ label: "Jain", stroke: PALETTE[3], width: 1.5 }], [s.t, s.jain],
       { range: [0, 1.05] });
+    if (v.classes.length === 0) return;
+    const label = (c) => `class ${c.class}`;
+    const line = (c, k) => ({ label: label(c), stroke: PALETTE[k % PALETTE.length], width: 1.5 });
+    // classes that share micro-batches have one latency series: drawn once
+    const lat = sameSeries(v.classes.map(label), s.classLatency);
+    chart(v, "class-latency", [
+      ...lat.map((g, k) => ({ label: groupLabel(g), stroke: PALETTE[k % PALETTE.length], width: 1.5 })),
+      ...v.classes.map((c, k) => ({ label: `D ${c.class}`, stroke: PALETTE[(k + lat.length) % PALETTE.length], width: 1, dash: [4, 3] })),
+    ], [s.t, ...lat.map((g) => s.classLatency[g.index] || []),
+      ...v.classes.map((c) => s.t.map(() => c.latency_target_s))]);
+    chart(v, "class-kept", v.classes.map(line), [s.t, ...v.classes.map((c, k) => s.classKept[k] || [])],
+      { range: [0, 1.05] });
+    chart(v, "class-headroom", v.classes.map(line),
+      [s.t, ...v.classes.map((c, k) => s.classHeadroom[k] || [])]);
   }
 
   function footer(v, p) {
@@ -217,6 +284,7 @@
     calibration(v, p);
     figures(v, p);
     queries(v, p);
+    classes(v, p);
     charts(v);
     footer(v, p);
     v.root.dataset.phase = p.phase;
