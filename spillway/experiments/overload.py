@@ -236,12 +236,29 @@ def base_rate() -> float:
 
 
 def run_stats(lr: LevelRun, cfg: OverloadConfig, capacity: float) -> dict[str, Any]:
-    """What one node run measured, after it was warm and ``warmup_s`` more."""
+    """What one node run measured, after it was warm and ``warmup_s`` more: the intervals,
+    windows and micro-batches from then on (a batch counts when its data ends after it).
+
+    >>> import pandas as pd
+    >>> from types import SimpleNamespace as NS
+    >>> cold = [{"boundary": b, "rows": 9, "duration_s": 6.0} for b in (1, 2, 3)]
+    >>> warm = [{"boundary": b, "rows": 9, "duration_s": 1.5} for b in (11, 12)]
+    >>> res = pd.DataFrame({"query": ["q"], "window_start": [0], "t": [20.0], "latency_s": [3.0]})
+    >>> lr = NS(ready_s=4.0, history=[], batches={"p": cold + warm}, results=res, attempts=1)
+    >>> run_stats(lr, make_config(quick=True), 1000.0)["batch_mean_s"]  # from 4 + 6 s on
+    1.5
+    """
     start = lr.ready_s + cfg.warmup_s
     # every interval since the start: one that processed nothing (a batch still running, or
     # everything shed) still had arrivals
     hist = [r for r in lr.history if r.t >= start]
-    batches = [b for plan in lr.batches.values() for b in plan]
+    # the batches of the same intervals (a batch's boundary ends its data)
+    batches = [
+        b
+        for plan in lr.batches.values()
+        for b in plan
+        if b.get("boundary") is not None and b["boundary"] * cfg.trigger_s > start
+    ]
     t_end = max((r.t for r in hist), default=start)
     span = max(t_end - start, cfg.trigger_s)
     arrived = sum(r.arrived_tuples for r in hist)
@@ -249,7 +266,7 @@ def run_stats(lr: LevelRun, cfg: OverloadConfig, capacity: float) -> dict[str, A
     res = lr.results.drop_duplicates(["query", "window_start"])
     lat = res.loc[res["t"] >= start, "latency_s"].to_numpy(dtype=np.float64)
     last = lr.history[-1] if lr.history else None
-    durations = [float(b["duration_s"]) for b in batches[2:]]
+    durations = [float(b["duration_s"]) for b in batches]
     return {
         "batch_mean_s": float(np.mean(durations)) if durations else math.nan,
         "latency_p95_s": float(np.quantile(lat, 0.95)) if lat.size else math.nan,
