@@ -1957,17 +1957,20 @@ class NodeController:
     def _shown_rows(self, plans: Sequence[str]) -> float | None:
         """Sum over ``plans`` of the largest of each one's last :data:`REACH_BATCHES` measured
         batches (rows), ``cold_start_rows`` for a plan with none; None when a plan has none and
-        ``cold_start_rows`` is None."""
+        ``cold_start_rows`` is None. A batch of no rows shows nothing (a log read before its
+        producers start): it is not counted, or the reach of a node whose first batches were
+        empty would start at 2 tuples and take a doubling per interval to grow back."""
         total = 0.0
         for name in plans:
             batches = self._plans[name].batches
-            if not batches:
+            recent = (batches[-i] for i in range(1, min(len(batches), REACH_BATCHES) + 1))
+            rows = [b["rows"] for b in recent if b["rows"] > 0]
+            if not rows:
                 if self.config.cold_start_rows is None:
                     return None
                 total += self.config.cold_start_rows
                 continue
-            n = min(len(batches), REACH_BATCHES)
-            total += max(max(batches[-i]["rows"] for i in range(1, n + 1)), 1)
+            total += max(rows)
         return total
 
     def _merge(self, st: _PlanState, s: PlanOffset) -> PlanOffset:

@@ -272,6 +272,24 @@ def test_capacity_is_at_most_twice_the_largest_recent_batch():
         ControllerConfig(capacity_reach=0.5)
 
 
+def test_empty_batches_show_no_reach():
+    # A Kafka node's first batches read nothing (its producers start with it). Counted, they
+    # capped its capacity at 2 tuples, and the reach then doubled per interval: 16 intervals
+    # to grow back to 65,000 tuples (the overload experiment at 3x kept 0.08 % of 40 s).
+    cm = CostModelConfig(warmup_batches=0, prior_overhead_s=0.1, prior_per_tuple_s=1e-6)
+    c = _controller(cost_model=cm, headroom=1.0, cold_start_rows=None)
+    for p in ("avg", "max"):
+        c.observe_batch(p, rows=0, duration_s=0.3)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    assert c.history()[0].capacity_tuples > 1e5  # the cost model's, not capped at 2 tuples
+    cold = _controller(cost_model=cm, headroom=1.0, cold_start_rows=20)
+    for p in ("avg", "max"):
+        cold.observe_batch(p, rows=0, duration_s=0.3)
+    cold.observe_batch("max", rows=5, duration_s=0.3)
+    cold.latest_offset("avg", cold.initial_offset("avg"))
+    assert cold.history()[0].capacity_tuples == pytest.approx(2 * (20 + 5))
+
+
 def test_a_cold_plan_admits_what_its_cold_start_rows_allow_until_its_batches_are_measured():
     # The prior says 1 µs a tuple (0.8 M tuples fit in the budget); the plans really cost more.
     # Before any measured batch each plan counts as having shown 20 rows: 2 x (20 + 20) = 80 of
