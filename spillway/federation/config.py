@@ -8,7 +8,7 @@ a consumer producing the query's result. The file names them::
     stw_s = 10.0
     slide_s = 0.25
     timeout_s = 1.0        # a node silent this long is lost
-    lag_s = 10.0           # Eq. 4 over the STW ending this long ago, in source time
+    lag_s = 10.0           # until a query's roots report progress: the STW ends this long ago
 
     [[nodes]]
     name = "a"
@@ -169,10 +169,10 @@ class FederationConfig:
     timeout_s : float
         A node not heard from this long is lost.
     lag_s : float
-        The coordinator sums the STW ending this long ago, in the results' source time
-        (:attr:`~spillway.quality.coordination.CoordinatorConfig.lag_s`): the end-to-end
-        latency it waits for (a micro-batch and a link hop per fragment on the path; default
-        0: the STW ending now).
+        For a query whose root nodes have not reported progress yet, the coordinator sums the
+        STW ending this long ago in source time (default 0: the STW ending now); once they
+        have, the STW ends at the query's watermark, where its results are complete
+        (:class:`~spillway.quality.coordination.SicCoordinator`, "Where the STW ends").
 
     Raises
     ------

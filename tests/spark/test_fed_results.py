@@ -396,3 +396,28 @@ def test_a_reporter_view_and_a_nodes_federation_are_checked() -> None:
     cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="synthetic"),))
     with pytest.raises(ConfigError, match="federation must be a NodeReporter or None"):
         Node(cfg, federation=_view())  # type: ignore[arg-type]
+
+
+def test_a_report_carries_the_nodes_progress_held_below_results_still_waiting() -> None:
+    """The root node b (fragments 1 and 3) reports how far its controller processed each
+    fragment; results a failed report left behind hold their query's progress back, so the
+    coordinator never ends an STW past a result it has not received."""
+    clock = ManualClock(17.0)
+    svc = CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=clock, origin_s=0.0)
+    address, key = svc.address, svc.authkey
+    view = CoordinatorView([0, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+                           fragment_ids=[1, 3])  # fmt: skip
+    rep = NodeReporter(CoordinatorClient(address, key, node=1, timeout_s=1.0), view, clock=clock)
+    rep.progress = lambda: (np.array([16.0, 17.0]), np.array([18.0, 18.0]))
+    leaf = CoordinatorClient(address, key, node=0)
+    leaf.report(sent=17.0, fragment=[0, 2], done=[17.0, 17.0], decided=[17.0, 17.0])
+    clock.advance(3.0)  # b's input was cut at 18, after the leaf's report arrived
+    rep(_event(4, [0, 1], [15.0, 15.0], [0.25, 0.5]))
+    assert view.update is not None and view.update.ends([0, 1]).tolist() == [16.0, 17.0]
+    assert view.update.sic.tolist() == pytest.approx([0.25, 0.5])
+    svc.close()
+    rep(_event(5, [1], [14.5], [0.25]))  # unreachable: waits, and holds query 1 at 14.5
+    assert rep.progress_report() == {"fragment": [1, 3], "done": [16.0, 14.5],
+                                     "decided": [18.0, 18.0]}  # fmt: skip
+    leaf.close()
+    rep.client.close()
