@@ -140,9 +140,9 @@ def cmd_node(args: argparse.Namespace) -> int:
         checkpoint_dir=str(out / "checkpoint"),
     )  # fmt: skip
     stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
-    # the coordinator's Eq. 4 reflects this node's admissions up to about lag_s ago
+    # the coordinator's Eq. 4 reflects this node's admissions up to each update's stw_end
     view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
-                           lag_s=max(fed.lag_s, cfg.trigger_s),
+                           lag_s=cfg.trigger_s,
                            fragment_ids=[q.fragment_index for q in local],
                            history_s=fed.stw_s + RETAIN_S)  # fmt: skip
     reporter = RootReporter(
@@ -303,7 +303,7 @@ def results_sic(
     None where the root's node left no results.
 
     >>> import tempfile
-    >>> fed = FederationConfig.from_dict({"coordinator": {"stw_s": 2.0, "lag_s": 1.0},
+    >>> fed = FederationConfig.from_dict({"coordinator": {"stw_s": 2.0},
     ...     "nodes": [{"name": "a"}], "queries": [{"name": "q", "fragments": [
     ...         {"name": "root", "node": "a", "sources": 1}]}]})
     >>> out = Path(tempfile.mkdtemp()); (out / "nodes" / "a").mkdir(parents=True)

@@ -45,9 +45,11 @@ watermark only passes data its upstream links have delivered, hop by hop. A quer
 the STW ending at the least watermark of its live roots (all its roots when none lives), so a
 late result is waited for, not lost, and nothing is counted before it is complete; a node that
 stops reporting freezes only the queries it roots (an upstream on a lost node no longer caps
-anything: its output is gone and the query's ceiling says so). A query none of whose roots
-reported progress (the simulator, whose result times are production times) keeps the STW
-ending ``lag`` (:attr:`CoordinatorConfig.lag_s`) before now. Results older than every query's
+anything: its output is gone and the query's ceiling says so). With
+:attr:`CoordinatorConfig.progress` (a Spark federation), a query without a watermark yet has
+no complete STW and reads 0 (its STW ends at its origin): the STW ending a fixed ``lag`` ago
+counted incomplete windows then. Without it (the simulator, whose result times are production
+times) the STW ends ``lag`` (:attr:`CoordinatorConfig.lag_s`) before now. Results older than every query's
 STW are dropped, and any older than :data:`RETAIN_S` behind the newest result (a watermark
 stuck that long no longer holds the coordinator's memory).
 
@@ -339,9 +341,12 @@ class CoordinatorConfig:
     timeout_s : float
         A node not heard from for longer than this is lost (> 0).
     lag_s : float
-        For a query without progress reports, Eq. 4 sums the STW ending this long before now
-        (>= 0; default 0, the STW ending now). A query whose roots report progress ends its
-        STW at their watermark instead (module notes).
+        Without ``progress``, Eq. 4 sums the STW ending this long before now (>= 0; default
+        0, the STW ending now).
+    progress : bool
+        The nodes report their progress (a Spark federation): each query's STW ends at its
+        watermark (module notes), ``lag_s`` is not used, and a query without a watermark yet
+        (no STW complete) ends it at its origin, so it reads 0.
 
     Examples
     --------
@@ -354,8 +359,11 @@ class CoordinatorConfig:
     stw: StwConfig = field(default_factory=StwConfig)
     timeout_s: float = 1.0
     lag_s: float = 0.0
+    progress: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.progress, bool):
+            raise ConfigError(f"progress must be True or False, got {self.progress!r}")
         if not isinstance(self.stw, StwConfig):
             raise ConfigError(f"stw must be a StwConfig, got {type(self.stw).__name__}")
         lag = self.lag_s
@@ -606,13 +614,15 @@ class SicCoordinator:
         return out
 
     def stw_end(self, now: float) -> np.ndarray:
-        """Where each query's STW ends at ``now``: its watermark, or ``now - lag`` for a
-        query without progress reports; never after ``now`` (Q,)."""
+        """Where each query's STW ends at ``now``: its watermark; for a query without one,
+        its origin with ``progress`` (no STW complete yet), else ``now - lag``; never after
+        ``now`` (Q,)."""
         now = float(now)
         if not math.isfinite(now):
             raise ConfigError(f"now must be finite (seconds), got {now!r}")
         mark = self.watermark(now)
-        return np.where(np.isnan(mark), now - self.config.lag_s, np.minimum(mark, now))
+        none = self._origin if self.config.progress else now - self.config.lag_s
+        return np.where(np.isnan(mark), none, np.minimum(mark, now))
 
     def heard(self, nodes: Any, at: float) -> None:
         """Record reports (heartbeats) from ``nodes`` sent at time ``at``.
