@@ -280,6 +280,36 @@ def _clean(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
+def root_results(
+    fed: FederationConfig, out: Path, query: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A query's result rows as its root node stored them (``OUT/nodes/NAME/results.csv``, the
+    root fragment's sources and link lanes): ``(window_start, sic, produced_at)``, seconds;
+    None where the node left none.
+
+    Raises
+    ------
+    ConfigError
+        ``query`` is not one of the federation's.
+    """
+    import pandas as pd
+
+    from spillway.spark.coordinator import unix_seconds
+
+    q = next((q for q in fed.queries if q.name == query), None)
+    if q is None:
+        raise ConfigError(f"query must be one of {[q.name for q in fed.queries]}, got {query!r}")
+    root = next(f for f in q.fragments if not f.to)
+    path = out / "nodes" / root.node / "results.csv"
+    rows = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
+    if not rows.empty:
+        rows = rows[rows["query"].isin([f"{q.name}.{root.name}", f"{q.name}.{root.name}.in"])]
+    if rows.empty:
+        return None
+    start = unix_seconds(pd.to_datetime(rows["window_start"], utc=True))
+    return start, rows["sic"].to_numpy(dtype=float), rows["produced_at"].to_numpy(dtype=float)
+
+
 def results_sic(
     fed: FederationConfig,
     out: Path,
@@ -316,22 +346,13 @@ def results_sic(
     >>> got["q"]
     {'sic': 0.75, 'max_stw_sic': 0.75, 'max_gap': 0.25, 'checked': 2}
     """
-    import pandas as pd
-
-    from spillway.spark.coordinator import unix_seconds
-
     got: dict[str, dict[str, float | None]] = {}
     for q in fed.queries:
-        root = next(f for f in q.fragments if not f.to)
-        path = out / "nodes" / root.node / "results.csv"
-        rows = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
-        if not rows.empty:
-            rows = rows[rows["query"].isin([f"{q.name}.{root.name}", f"{q.name}.{root.name}.in"])]
-        if rows.empty:
+        rows = root_results(fed, out, q.name)
+        if rows is None:
             got[q.name] = {"sic": None, "max_stw_sic": None, "max_gap": None, "checked": 0}
             continue
-        start = unix_seconds(pd.to_datetime(rows["window_start"], utc=True))
-        sic = rows["sic"].to_numpy(dtype=float)
+        start, sic, _ = rows
         end = stw_end.get(q.name, math.nan)
         inside = (start >= end - fed.stw_s) & (start < end)
         order = np.argsort(start)
