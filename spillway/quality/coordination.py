@@ -514,7 +514,7 @@ class SicCoordinator:
         self._chunks.append(_Chunk(t, q.astype(np.int64), s))
         self._newest = max(self._newest, float(t.max()))
         keep_from = self._newest - KEEP_STWS * self.config.stw.stw_s - self.config.lag_s
-        if np.isfinite(self._mark).any():  # progress reported: keep what an STW may need
+        if self.config.progress or np.isfinite(self._mark).any():  # keep what an STW needs
             keep_from = max(min(keep_from, self._floor), self._newest - RETAIN_S)
         while self._chunks and self._chunks[0].t_max < keep_from:
             self.expired += int(self._chunks.popleft().t.size)

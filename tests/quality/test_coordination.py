@@ -294,3 +294,17 @@ def test_progress_errors() -> None:
         c.progress([0], done=[np.inf], decided=[1.0], at=1.0)
     c.progress([0], done=[np.nan], decided=[np.nan], at=1.0)  # nothing processed yet
     assert np.isnan(c.watermark(1.0)).all()
+
+
+def test_with_progress_results_wait_for_the_first_watermark_however_far_behind() -> None:
+    # the first watermark may come long after the first results (a run's catch-up batch):
+    # results 40 s behind the newest are still there when it does
+    cfg = CoordinatorConfig(stw=StwConfig(stw_s=10.0, slide_s=1.0), timeout_s=100.0,
+                            progress=True)  # fmt: skip
+    lay = QueryLayout(fragment_query=[0], fragment_node=[0], fragment_sources=[1])
+    c = SicCoordinator(lay, cfg, origin_s=0.0)
+    for w in range(60):  # a report a second
+        c.record([float(w)], [0], [0.1])
+    assert c.update(60.0).sic.tolist() == [0.0]  # no watermark: no complete STW yet
+    c.progress([0], done=[20.0], decided=[20.0], at=61.0)
+    assert c.update(61.0).sic == pytest.approx([1.0]) and c.expired == 0
