@@ -45,13 +45,15 @@ from spillway.quality import jain_index
 @dataclass(frozen=True, kw_only=True)
 class QueryView:
     """One query across the federation (NaN: not known yet); ``sic_as_of``: when the
-    coordinator computed ``sic`` (its clock; -inf before any update)."""
+    coordinator computed ``sic`` (its clock; -inf before any update); ``stw_end``: where the
+    STW it summed ends in source time (NaN: not known)."""
 
     name: str
     sic: float
     kept_fraction: float
     latency_p95_s: float
     sic_as_of: float = -math.inf
+    stw_end: float = math.nan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,14 +85,16 @@ def federation_view(
     n_q = len(fed.queries)
     sic = np.full(n_q, np.nan)
     as_of = np.full(n_q, -np.inf)
+    end = np.full(n_q, np.nan)
     lost: set[int] = set()
     newest = -math.inf
     for u in updates.values():
         if u is None:
             continue
-        for q, s in zip(u.queries.tolist(), u.sic.tolist(), strict=True):
+        ends = u.ends(u.queries)
+        for q, s, e in zip(u.queries.tolist(), u.sic.tolist(), ends.tolist(), strict=True):
             if u.as_of >= as_of[q]:
-                sic[q], as_of[q] = s, u.as_of
+                sic[q], as_of[q], end[q] = s, u.as_of, e
         if u.as_of >= newest:
             newest, lost = u.as_of, set(u.lost_nodes)
     arrived = np.zeros(n_q)
@@ -120,6 +124,7 @@ def federation_view(
                 kept_fraction=float(frac[i]),
                 latency_p95_s=float(latency[i]),
                 sic_as_of=float(as_of[i]),
+                stw_end=float(end[i]),
             )
             for i, q in enumerate(fed.queries)
         ),  # fmt: skip

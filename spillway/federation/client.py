@@ -67,6 +67,11 @@ def parse_update(payload: Any) -> NodeUpdate:
         ceiling=np.asarray(payload["ceiling"], dtype=np.float64),
         lost_nodes=tuple(int(n) for n in payload["lost_nodes"]),
         orphaned=np.asarray(payload["orphaned"], dtype=np.int64),
+        stw_end=(
+            None
+            if payload.get("stw_end") is None
+            else np.asarray(payload["stw_end"], dtype=np.float64)
+        ),
     )
 
 
@@ -139,6 +144,9 @@ class CoordinatorClient:
         result_time: Any = (),
         query: Any = (),
         sic: Any = (),
+        fragment: Any = (),
+        done: Any = (),
+        decided: Any = (),
     ) -> NodeUpdate:
         """Report this node alive at ``sent`` with its new results; returns its update.
 
@@ -150,6 +158,10 @@ class CoordinatorClient:
             Results produced since the last report: their time (a Spark node gives the
             source time, the start of the result's window), global query index and SIC (a
             window's result rows may be summed into one entry). Empty: a heartbeat.
+        fragment, done, decided : arrays (K,)
+            The node's progress per fragment it hosts (global index): source time below
+            which every result has been reported or sent downstream, and when the input of
+            its last processed batch was cut (NaN: nothing yet). Empty: no progress.
 
         Raises
         ------
@@ -169,6 +181,9 @@ class CoordinatorClient:
                 result_time=_floats(result_time, "result_time"),
                 query=np.atleast_1d(np.asarray(query, dtype=np.int64)).tolist(),
                 sic=_floats(sic, "sic"),
+                fragment=np.atleast_1d(np.asarray(fragment, dtype=np.int64)).tolist(),
+                done=_floats(done, "done"),
+                decided=_floats(decided, "decided"),
             )
         )
 

@@ -8,7 +8,6 @@ a consumer producing the query's result. The file names them::
     stw_s = 10.0
     slide_s = 0.25
     timeout_s = 1.0        # a node silent this long is lost
-    lag_s = 10.0           # Eq. 4 over the STW ending this long ago, in source time
 
     [[nodes]]
     name = "a"
@@ -168,11 +167,10 @@ class FederationConfig:
         The source time window of Eq. 4 and its slide (THEMIS: 10 s and 250 ms).
     timeout_s : float
         A node not heard from this long is lost.
-    lag_s : float
-        The coordinator sums the STW ending this long ago, in the results' source time
-        (:attr:`~spillway.quality.coordination.CoordinatorConfig.lag_s`): the end-to-end
-        latency it waits for (a micro-batch and a link hop per fragment on the path; default
-        0: the STW ending now).
+
+    Each query's Eq. 4 sums the STW ending at its watermark, where its results are complete:
+    the nodes report their progress (:class:`~spillway.quality.coordination.SicCoordinator`,
+    "Where the STW ends"), so the file sets no lag (a ``lag_s`` is refused with that reason).
 
     Raises
     ------
@@ -187,7 +185,6 @@ class FederationConfig:
     stw_s: float = 10.0
     slide_s: float = 0.25
     timeout_s: float = 1.0
-    lag_s: float = 0.0
     _layout: QueryLayout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -210,19 +207,19 @@ class FederationConfig:
                         f"queries[{qi}].fragments[{fi}].node must name a node of [[nodes]] "
                         f"({', '.join(nodes)}), got {f.node!r}"
                     )
-        self.coordinator()  # validates stw_s, slide_s, timeout_s, lag_s
+        self.coordinator()  # validates stw_s, slide_s, timeout_s
         object.__setattr__(self, "_layout", self._build_layout())
 
     def coordinator(self) -> CoordinatorConfig:
         """The :class:`CoordinatorConfig` of the file's ``[coordinator]`` table."""
-        for name in ("stw_s", "slide_s", "timeout_s", "lag_s"):
+        for name in ("stw_s", "slide_s", "timeout_s"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
                 raise ConfigError(f"coordinator {name} must be a number of seconds, got {v!r}")
         return CoordinatorConfig(
             stw=StwConfig(stw_s=float(self.stw_s), slide_s=float(self.slide_s)),
             timeout_s=float(self.timeout_s),
-            lag_s=float(self.lag_s),
+            progress=True,
         )
 
     def _build_layout(self) -> QueryLayout:
@@ -279,10 +276,15 @@ class FederationConfig:
                 "queries"
             )
         coord = dict(_table(data.get("coordinator", {}), "[coordinator]"))
-        bad = sorted(set(coord) - {"stw_s", "slide_s", "timeout_s", "lag_s"})
+        if "lag_s" in coord:
+            raise ConfigError(
+                "[coordinator] lag_s is no longer used: each query's STW ends where its results "
+                "are complete, as the nodes report their progress; remove it"
+            )
+        bad = sorted(set(coord) - {"stw_s", "slide_s", "timeout_s"})
         if bad:
             raise ConfigError(
-                f"[coordinator] has unknown keys {bad}; known: lag_s, slide_s, stw_s, timeout_s"
+                f"[coordinator] has unknown keys {bad}; known: slide_s, stw_s, timeout_s"
             )
         nodes = []
         for i, n in enumerate(_tables(data.get("nodes"), "nodes")):
@@ -318,7 +320,6 @@ class FederationConfig:
                 "stw_s": self.stw_s,
                 "slide_s": self.slide_s,
                 "timeout_s": self.timeout_s,
-                "lag_s": self.lag_s,
             },
             "nodes": [{"name": n} for n in self.nodes],
             "queries": [

@@ -13,7 +13,11 @@ Protocol (one request per shedding interval per node, so dissemination rides on 
 
 - ``report``: ``node``, ``sent`` (the node's clock), and the results its root fragments
   produced since its last report as three equal-length lists ``result_time``, ``query``,
-  ``sic`` (empty for a node without roots: the report is then a heartbeat). The reply is the
+  ``sic`` (empty for a node without roots: the report is then a heartbeat); optionally its
+  progress as three equal-length lists ``fragment``, ``done``, ``decided`` (per fragment it
+  hosts: the source time below which every result has been reported or sent downstream, and
+  when its last processed input was cut; :meth:`~spillway.quality.coordination.
+  SicCoordinator.progress`, recorded at the service's clock when it arrives). The reply is the
   node's :class:`~spillway.federation.update.NodeUpdate` as of the service's clock now.
 - ``update``: ``node``; the reply as above, without reporting (a node that only listens).
 - ``layout``: the queries and fragments of ``node`` (what its update will carry).
@@ -94,6 +98,7 @@ def update_payload(update: NodeUpdate) -> dict[str, Any]:
         "ceiling": update.ceiling.tolist(),
         "lost_nodes": list(update.lost_nodes),
         "orphaned": update.orphaned.tolist(),
+        "stw_end": None if update.stw_end is None else update.stw_end.tolist(),
     }
 
 
@@ -169,6 +174,16 @@ class CoordinatorService:
                     np.asarray(request.get("sic", []), dtype=np.float64),
                 )
                 self._coord.heard([node], at=float(sent))
+                fragment = np.atleast_1d(np.asarray(request.get("fragment", []), dtype=np.int64))
+                inside = (fragment >= 0) & (fragment < self.layout.n_fragments)
+                if not inside.all() or (self.layout.fragment_node[fragment] != node).any():
+                    raise ConfigError(f"node {node} reported progress of another node's fragment")
+                self._coord.progress(
+                    fragment,
+                    np.asarray(request.get("done", []), dtype=np.float64),
+                    np.asarray(request.get("decided", []), dtype=np.float64),
+                    at=self._clock(),
+                )
                 self.reports += 1
             update = self._coord.update(self._clock())
         return update_payload(node_update(self.layout, update, node))

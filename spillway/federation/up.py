@@ -47,6 +47,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -59,6 +60,7 @@ from spillway.federation.config import FederationConfig, load_federation
 from spillway.federation.placement import LINK_PREFIX, all_topics
 from spillway.federation.update import NodeUpdate
 from spillway.files import replace_text
+from spillway.quality.coordination import RETAIN_S
 
 #: Seconds ``up`` waits for every node's Spark application to come up.
 START_TIMEOUT_S = 300.0
@@ -138,10 +140,11 @@ def cmd_node(args: argparse.Namespace) -> int:
         checkpoint_dir=str(out / "checkpoint"),
     )  # fmt: skip
     stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
-    # the coordinator's Eq. 4 reflects this node's admissions up to about lag_s ago
+    # the coordinator's Eq. 4 reflects this node's admissions up to each update's stw_end
     view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
-                           lag_s=max(fed.lag_s, cfg.trigger_s),
-                           fragment_ids=[q.fragment_index for q in local])  # fmt: skip
+                           lag_s=cfg.trigger_s,
+                           fragment_ids=[q.fragment_index for q in local],
+                           history_s=fed.stw_s + RETAIN_S)  # fmt: skip
     reporter = RootReporter(
         CoordinatorClient.from_state(args.state, name), view,
         roots=[i for i, q in enumerate(local) if q.root],
@@ -158,7 +161,7 @@ def cmd_node(args: argparse.Namespace) -> int:
         signal.signal(sig, lambda *_: stop.set())
     node.start()
     beat = Heartbeat(CoordinatorClient.from_state(args.state, name), view,
-                     interval_s=fed.slide_s).start()  # fmt: skip
+                     interval_s=fed.slide_s, progress=reporter.progress_report).start()  # fmt: skip
     t0 = time.monotonic()
 
     def status(final: bool) -> dict[str, Any]:
@@ -277,22 +280,60 @@ def _clean(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
+def root_results(
+    fed: FederationConfig, out: Path, query: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """A query's result rows as its root node stored them (``OUT/nodes/NAME/results.csv``, the
+    root fragment's sources and link lanes): ``(window_start, sic, produced_at)``, seconds;
+    None where the node left none.
+
+    Raises
+    ------
+    ConfigError
+        ``query`` is not one of the federation's.
+    """
+    import pandas as pd
+
+    from spillway.spark.coordinator import unix_seconds
+
+    q = next((q for q in fed.queries if q.name == query), None)
+    if q is None:
+        raise ConfigError(f"query must be one of {[q.name for q in fed.queries]}, got {query!r}")
+    root = next(f for f in q.fragments if not f.to)
+    path = out / "nodes" / root.node / "results.csv"
+    rows = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
+    if not rows.empty:
+        rows = rows[rows["query"].isin([f"{q.name}.{root.name}", f"{q.name}.{root.name}.in"])]
+    if rows.empty:
+        return None
+    start = unix_seconds(pd.to_datetime(rows["window_start"], utc=True))
+    return start, rows["sic"].to_numpy(dtype=float), rows["produced_at"].to_numpy(dtype=float)
+
+
 def results_sic(
-    fed: FederationConfig, out: Path, as_of: dict[str, float]
+    fed: FederationConfig,
+    out: Path,
+    stw_end: dict[str, float],
+    history: Sequence[dict[str, Sequence[float]]] = (),
 ) -> dict[str, dict[str, float | None]]:
     r"""Eq. 4 recomputed from the root nodes' stored results (``OUT/nodes/NAME/results.csv``),
     apart from the coordinator, per query:
 
-    - ``sic``: the SIC of its root's result rows whose window starts in the STW the
-      coordinator summed at ``as_of[query]`` (``[as_of - lag_s - STW, as_of - lag_s)``) and
-      that were produced by then;
+    - ``sic``: the SIC of all its root's result rows (however late they were produced) whose
+      window starts in the STW the coordinator summed last (``[stw_end - STW, stw_end)``):
+      what that STW holds in the end, so a coordinator that missed late results falls short
+      of it;
     - ``max_stw_sic``: the most SIC any STW of source time holds over the whole run (at most
-      1: every source tuple's information counted once).
+      1: every source tuple's information counted once);
+    - ``max_gap``: over the coordinator's values seen during the run (``history``: per
+      second, per query ``[sic, stw_end]``, what ``up`` writes to ``OUT/updates.jsonl``), the
+      largest ``|sic - recomputed|`` (0: it never missed a result, however late; None without
+      history), and ``checked``: how many values.
 
     None where the root's node left no results.
 
     >>> import tempfile
-    >>> fed = FederationConfig.from_dict({"coordinator": {"stw_s": 2.0, "lag_s": 1.0},
+    >>> fed = FederationConfig.from_dict({"coordinator": {"stw_s": 2.0},
     ...     "nodes": [{"name": "a"}], "queries": [{"name": "q", "fragments": [
     ...         {"name": "root", "node": "a", "sources": 1}]}]})
     >>> out = Path(tempfile.mkdtemp()); (out / "nodes" / "a").mkdir(parents=True)
@@ -301,35 +342,34 @@ def results_sic(
     ...     "q.root,1970-01-01 00:00:10+00:00,0.5,12.5\n"
     ...     "q.root.in,1970-01-01 00:00:11+00:00,0.25,12.5\n"
     ...     "q.root,1970-01-01 00:00:12+00:00,0.5,16.0\n")
-    >>> results_sic(fed, out, {"q": 13.0})
-    {'q': {'sic': 0.75, 'max_stw_sic': 0.75}}
+    >>> got = results_sic(fed, out, {"q": 12.0}, [{"q": [0.5, 12.0]}, {"q": [0.75, 12.0]}])
+    >>> got["q"]
+    {'sic': 0.75, 'max_stw_sic': 0.75, 'max_gap': 0.25, 'checked': 2}
     """
-    import pandas as pd
-
-    from spillway.spark.coordinator import unix_seconds
-
     got: dict[str, dict[str, float | None]] = {}
     for q in fed.queries:
-        root = next(f for f in q.fragments if not f.to)
-        path = out / "nodes" / root.node / "results.csv"
-        rows = pd.read_csv(path) if path.exists() and path.stat().st_size else pd.DataFrame()
-        if not rows.empty:
-            rows = rows[rows["query"].isin([f"{q.name}.{root.name}", f"{q.name}.{root.name}.in"])]
-        if rows.empty:
-            got[q.name] = {"sic": None, "max_stw_sic": None}
+        rows = root_results(fed, out, q.name)
+        if rows is None:
+            got[q.name] = {"sic": None, "max_stw_sic": None, "max_gap": None, "checked": 0}
             continue
-        start = unix_seconds(pd.to_datetime(rows["window_start"], utc=True))
-        sic = rows["sic"].to_numpy(dtype=float)
-        produced = rows["produced_at"].to_numpy(dtype=float)
-        end = as_of.get(q.name, math.nan) - fed.lag_s
-        inside = (start >= end - fed.stw_s) & (start < end) & (produced <= end + fed.lag_s)
+        start, sic, _ = rows
+        end = stw_end.get(q.name, math.nan)
+        inside = (start >= end - fed.stw_s) & (start < end)
         order = np.argsort(start)
         t, cum = start[order], np.concatenate([[0.0], np.cumsum(sic[order])])
         upto = np.searchsorted(t, t + fed.stw_s, side="left")  # each STW from a window start
         per_stw = cum[upto] - cum[np.arange(t.size)]
+        seen = np.array(
+            [h[q.name] for h in history if q.name in h and np.isfinite(h[q.name]).all()]
+        ).reshape(-1, 2)
+        lo = np.searchsorted(t, seen[:, 1] - fed.stw_s, side="left")
+        hi = np.searchsorted(t, seen[:, 1], side="left")
+        gaps = np.abs(seen[:, 0] - (cum[hi] - cum[lo]))
         got[q.name] = {
             "sic": round(float(sic[inside].sum()), 4) if math.isfinite(end) else None,
             "max_stw_sic": round(float(per_stw.max()), 4),
+            "max_gap": round(float(gaps.max()), 4) if gaps.size else None,
+            "checked": int(gaps.size),
         }
     return got
 
@@ -375,7 +415,9 @@ def write_report(
             "latency_p95_s": round(max(p95), 3) if p95 else None,  # its slowest query's
             "orphaned": st.get("orphaned", []),  # queries of fragments it sheds whole
         }
-    check = results_sic(fed, out, {q.name: q.sic_as_of for q in view.queries})
+    seen = out / "updates.jsonl"
+    history = [json.loads(x) for x in seen.read_text().splitlines()] if seen.exists() else []
+    check = results_sic(fed, out, {q.name: q.stw_end for q in view.queries}, history)
     summary = {
         **meta,
         "queries": {
@@ -384,8 +426,11 @@ def write_report(
                 "kept_fraction": _clean(q.kept_fraction),
                 "latency_p95_s": _clean(q.latency_p95_s),
                 "sic_as_of": _clean(q.sic_as_of),
+                "stw_end": _clean(q.stw_end),
                 "sic_from_results": check[q.name]["sic"],
                 "max_stw_sic_from_results": check[q.name]["max_stw_sic"],
+                "max_gap_from_results": check[q.name]["max_gap"],
+                "updates_checked": check[q.name]["checked"],
             }
             for q in view.queries
         },  # fmt: skip
@@ -478,6 +523,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 states = {n: w for n, w in words.items() if w is not None}
                 updates = _updates(clients)
                 view = federation_view(fed, updates, statuses, states)
+                with (out / "updates.jsonl").open("a") as seen:  # checked against the results
+                    seen.write(json.dumps({q.name: [q.sic, q.stw_end] for q in view.queries}))
+                    seen.write("\n")
                 if children.word("coordinator") is not None:
                     raise RunFailedError(
                         f"the coordinator exited; log: {out / 'logs' / 'coordinator.log'}"

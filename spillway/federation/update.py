@@ -52,8 +52,7 @@ class NodeUpdate:
     node : int
         The node it is addressed to.
     as_of : float
-        When the coordinator computed it (seconds, its clock): Eq. 4 covers ``[as_of - lag -
-        STW, as_of - lag)`` (:attr:`~spillway.quality.coordination.CoordinatorConfig.lag_s`).
+        When the coordinator computed it (seconds, its clock).
     queries : int array (K,)
         The queries with a fragment on this node, ascending (global query indices).
     sic : float array (K,)
@@ -65,6 +64,10 @@ class NodeUpdate:
     orphaned : int array
         This node's fragments (global indices) whose output no longer reaches a result: shed
         their tuples rather than spend capacity on them.
+    stw_end : float array (K,), optional
+        Where each query's STW ends in source time: ``sic`` covers ``[stw_end - STW,
+        stw_end)`` (the query's watermark, :meth:`~spillway.quality.coordination.
+        SicCoordinator.stw_end`); None: ``as_of``.
     """
 
     node: int
@@ -74,6 +77,22 @@ class NodeUpdate:
     ceiling: np.ndarray
     lost_nodes: tuple[int, ...]
     orphaned: np.ndarray
+    stw_end: np.ndarray | None = None
+
+    def ends(self, query_ids: Any) -> np.ndarray:
+        """The STW end of each entry of ``query_ids`` (``as_of`` without ``stw_end``).
+
+        >>> u = NodeUpdate(node=0, as_of=9.0, queries=np.array([0, 3]), sic=np.zeros(2),
+        ...                ceiling=np.ones(2), lost_nodes=(), orphaned=np.zeros(0, int),
+        ...                stw_end=np.array([5.0, 7.0]))
+        >>> u.ends([3, 0]).tolist()
+        [7.0, 5.0]
+        """
+        ids = np.atleast_1d(np.asarray(query_ids, dtype=np.int64))
+        if self.stw_end is None:
+            return np.full(ids.size, self.as_of)
+        self.for_queries(ids)  # refuses a query this update does not carry
+        return self.stw_end[np.searchsorted(self.queries, ids)]
 
     @property
     def balance(self) -> np.ndarray:
@@ -158,6 +177,7 @@ def node_update(layout: QueryLayout, update: SicUpdate, node: int) -> NodeUpdate
         ceiling=update.ceiling[q].copy(),
         lost_nodes=tuple(update.lost_nodes),
         orphaned=np.flatnonzero(own & update.orphaned),
+        stw_end=None if update.stw_end is None else update.stw_end[q].copy(),
     )
 
 

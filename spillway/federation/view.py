@@ -89,6 +89,11 @@ class CoordinatorView:
         The global index of each local query's fragment (the layout's numbering), so that
         :meth:`orphaned` can name the queries of fragments the update marks orphaned; None:
         no query is ever orphaned.
+    history_s : float, optional
+        How far back the node keeps its own admissions: an update whose STW ends at
+        ``stw_end`` (its queries' watermark) reflects them up to there, so the projection
+        subtracts those from ``stw_end`` on, as far back as this. Default: one STW plus
+        ``stale_s`` and ``lag_s`` (what an update without ``stw_end`` needs).
 
     Raises
     ------
@@ -105,6 +110,7 @@ class CoordinatorView:
         stale_s: float,
         lag_s: Any = 0.0,
         fragment_ids: Any = None,
+        history_s: float | None = None,
     ) -> None:
         ids = np.atleast_1d(np.asarray(query_ids, dtype=np.int64))
         if ids.ndim != 1 or (ids.size and ids.min() < 0):
@@ -132,8 +138,9 @@ class CoordinatorView:
         self.stale_s = float(stale_s)
         lag = np.asarray(lag_s, dtype=np.float64)
         reach = float(lag.max()) if lag.size and np.isfinite(lag).all() else 0.0
-        self.projection = LocalProjection(  # own(as_of - lag) may be stale_s + lag back
-            stw, int(ids.size), lag_s=lag_s, history_s=stw.stw_s + float(stale_s) + reach + 1.0
+        floor = stw.stw_s + float(stale_s) + reach + 1.0  # own(as_of - lag): stale_s + lag back
+        self.projection = LocalProjection(
+            stw, int(ids.size), lag_s=lag_s, history_s=max(floor, float(history_s or 0.0))
         )
         self._lock = threading.Lock()
         self._update: NodeUpdate | None = None
@@ -215,8 +222,12 @@ class CoordinatorView:
             else:
                 assert u is not None
                 sic, ceiling = u.for_queries(self.query_ids)
+                # the update reflects this node's admissions up to its STW's end
+                as_of = (
+                    u.as_of if u.stw_end is None else u.ends(self.query_ids) + self.projection.lag_s
+                )
                 base = self.projection.base(
-                    float(now), sic=sic, as_of=u.as_of, ceiling=ceiling, waiting=waiting
+                    float(now), sic=sic, as_of=as_of, ceiling=ceiling, waiting=waiting
                 )
                 self.used += 1
                 return ProjectedBase(base=base, ceiling=ceiling.copy())

@@ -30,9 +30,28 @@ belongs to once it arrives. The simulator gives the time its root fragment produ
 result's *source* time (the start of the window it was computed from), because a micro-batch
 there often spans several windows: counted when produced, a batch covering 7 s of source data
 puts 7 s of SIC into the STW at once, and a query's value went above 1 (THEMIS §4's membership
-rule wants the source tuples inside the STW). Its ``lag`` (:attr:`CoordinatorConfig.lag_s`)
-waits for results to arrive: a result later than ``lag`` after its source time counts in no
-update. Queries younger than one STW are extrapolated by ``STW / age``, as the ledger does.
+rule wants the source tuples inside the STW). Queries younger than one STW are extrapolated
+by ``STW / age``, as the ledger does.
+
+*Where the STW ends: the nodes' progress.* With source times, the STW must end where the query's
+results are complete. Each node reports, per fragment it hosts, how far it has processed in
+source time (``done``: every result below it has been reported, or written to its link) and
+the time its last processed batch's input was cut (``decided``: rows on a link later than that
+were not read yet) (:meth:`SicCoordinator.progress`). A fragment's *watermark* ``E`` is its
+``done``, capped, for every upstream fragment ``u`` on a live node, by the largest ``E_u`` the
+coordinator had received by ``decided`` (what ``u`` had delivered before the cut; data a link
+delivers after the cut is read by a later batch, so a later report lifts the cap): a root's
+watermark only passes data its upstream links have delivered, hop by hop. A query's Eq. 4 sums
+the STW ending at the least watermark of its live roots (all its roots when none lives), so a
+late result is waited for, not lost, and nothing is counted before it is complete; a node that
+stops reporting freezes only the queries it roots (an upstream on a lost node no longer caps
+anything: its output is gone and the query's ceiling says so). With
+:attr:`CoordinatorConfig.progress` (a Spark federation), a query without a watermark yet has
+no complete STW and reads 0 (its STW ends at its origin): the STW ending a fixed ``lag`` ago
+counted incomplete windows then. Without it (the simulator, whose result times are production
+times) the STW ends ``lag`` (:attr:`CoordinatorConfig.lag_s`) before now. Results older than every query's
+STW are dropped, and any older than :data:`RETAIN_S` behind the newest result (a watermark
+stuck that long no longer holds the coordinator's memory).
 
 *A node that stops reporting.* Every node reports to the coordinator (a heartbeat: each
 shedding interval in the simulator). A node not heard from for more than ``timeout_s`` is
@@ -91,6 +110,10 @@ from spillway.quality.sic import StwConfig
 #: Result chunks are kept this many STWs (and the lag) behind the newest result time, so a
 #: window ending up to one STW before it (a late update) is still summed whole.
 KEEP_STWS = 2.0
+
+#: With progress reports, results are kept until every query's STW has passed them, but never
+#: more than this many seconds behind the newest result time.
+RETAIN_S = 600.0
 
 
 def _ints(values: Any, name: str) -> np.ndarray:
@@ -318,8 +341,12 @@ class CoordinatorConfig:
     timeout_s : float
         A node not heard from for longer than this is lost (> 0).
     lag_s : float
-        Eq. 4 sums the STW ending this long before now (>= 0; default 0, the STW ending now):
-        with result times in source time, the end-to-end latency the results are waited for.
+        Without ``progress``, Eq. 4 sums the STW ending this long before now (>= 0; default
+        0, the STW ending now).
+    progress : bool
+        The nodes report their progress (a Spark federation): each query's STW ends at its
+        watermark (module notes), ``lag_s`` is not used, and a query without a watermark yet
+        (no STW complete) ends it at its origin, so it reads 0.
 
     Examples
     --------
@@ -332,8 +359,11 @@ class CoordinatorConfig:
     stw: StwConfig = field(default_factory=StwConfig)
     timeout_s: float = 1.0
     lag_s: float = 0.0
+    progress: bool = False
 
     def __post_init__(self) -> None:
+        if not isinstance(self.progress, bool):
+            raise ConfigError(f"progress must be True or False, got {self.progress!r}")
         if not isinstance(self.stw, StwConfig):
             raise ConfigError(f"stw must be a StwConfig, got {type(self.stw).__name__}")
         lag = self.lag_s
@@ -359,8 +389,7 @@ class SicUpdate:
     Parameters
     ----------
     as_of : float
-        The instant the values were computed: Eq. 4 over ``[as_of - lag - STW, as_of - lag)``
-        (:attr:`CoordinatorConfig.lag_s`).
+        The instant the values were computed.
     sic : float array (Q,)
         Every query's result SIC (Eq. 4), never clipped.
     ceiling : float array (Q,)
@@ -369,6 +398,9 @@ class SicUpdate:
         Nodes not heard from within the timeout.
     orphaned : bool array (F,)
         Fragments on live nodes whose output no longer reaches any result.
+    stw_end : float array (Q,), optional
+        Where each query's STW ends: ``sic`` sums ``[stw_end - STW, stw_end)`` (its roots'
+        watermark, or ``as_of - lag``); None: ``as_of``.
     """
 
     as_of: float
@@ -376,6 +408,7 @@ class SicUpdate:
     ceiling: np.ndarray
     lost_nodes: tuple[int, ...]
     orphaned: np.ndarray
+    stw_end: np.ndarray | None = None
 
     @property
     def balance(self) -> np.ndarray:
@@ -436,6 +469,12 @@ class SicCoordinator:
         self._heard = np.full(int(layout.n_nodes or 0), start)
         self._chunks: deque[_Chunk] = deque()
         self._newest = -math.inf
+        n_f = layout.n_fragments
+        self._done = np.full(n_f, np.nan)  # per fragment: reported progress (module notes)
+        self._decided = np.full(n_f, np.nan)
+        self._mark = np.full(n_f, np.nan)  # the fragments' watermarks E
+        self._marks: list[deque[tuple[float, float]]] = [deque() for _ in range(n_f)]
+        self._floor = -math.inf  # no query's STW starts before this any more
         self._reach_key: bytes | None = None
         self._reach: tuple[np.ndarray, np.ndarray] = (np.zeros(0), np.zeros(0))
         self.expired = 0
@@ -475,8 +514,115 @@ class SicCoordinator:
         self._chunks.append(_Chunk(t, q.astype(np.int64), s))
         self._newest = max(self._newest, float(t.max()))
         keep_from = self._newest - KEEP_STWS * self.config.stw.stw_s - self.config.lag_s
+        if self.config.progress or np.isfinite(self._mark).any():  # keep what an STW needs
+            keep_from = max(min(keep_from, self._floor), self._newest - RETAIN_S)
         while self._chunks and self._chunks[0].t_max < keep_from:
             self.expired += int(self._chunks.popleft().t.size)
+
+    def progress(self, fragments: Any, done: Any, decided: Any, at: float) -> None:
+        """Record how far the nodes have processed their fragments (module notes).
+
+        Parameters
+        ----------
+        fragments : int array (K,)
+            Fragments (layout indices) a node hosts.
+        done : float array (K,)
+            Source time below which every result of the fragment has been reported or sent
+            downstream (NaN: nothing yet).
+        decided : float array (K,)
+            When the input of the fragment's last processed batch was cut (the node's clock):
+            rows its links delivered after it are not in ``done`` yet.
+        at : float
+            The coordinator's clock when the report arrived.
+
+        Raises
+        ------
+        ConfigError
+            Mismatched shapes, unknown fragments, infinite times or ``at``.
+
+        Examples
+        --------
+        A leaf (fragment 1) feeds a root (fragment 0): the root's watermark waits for what the
+        leaf had delivered when the root cut its input.
+
+        >>> layout = QueryLayout(fragment_query=[0, 0], fragment_node=[0, 1],
+        ...                      fragment_sources=[1, 1], edge_from=[1], edge_to=[0])
+        >>> c = SicCoordinator(layout, CoordinatorConfig(timeout_s=100.0))
+        >>> c.progress([1], done=[20.0], decided=[25.0], at=30.0)  # leaf done to 20 at 30
+        >>> c.progress([0], done=[28.0], decided=[29.0], at=31.0)  # cut before 30: not read
+        >>> c.watermark(31.0).tolist()
+        [nan]
+        >>> c.progress([0], done=[33.0], decided=[34.0], at=36.0)  # cut after: all of it
+        >>> c.watermark(36.0).tolist()
+        [20.0]
+        """
+        f = _ints(np.atleast_1d(np.asarray(fragments)), "fragments")
+        d = np.atleast_1d(np.asarray(done, dtype=np.float64))
+        c = np.atleast_1d(np.asarray(decided, dtype=np.float64))
+        if d.shape != f.shape or c.shape != f.shape:
+            raise ConfigError(
+                "fragments, done and decided must be 1-D arrays of one length, got shapes "
+                f"{f.shape}, {d.shape}, {c.shape}"
+            )
+        if f.size and f.max() >= self.layout.n_fragments:
+            raise ConfigError(f"fragments must be in 0..{self.layout.n_fragments - 1}")
+        if np.isinf(d).any() or np.isinf(c).any() or not math.isfinite(float(at)):
+            raise ConfigError("done, decided and at must be finite seconds (NaN: nothing yet)")
+        ok = ~np.isnan(d) & ~np.isnan(c)
+        self._done[f[ok]] = np.fmax(self._done[f[ok]], d[ok])
+        self._decided[f[ok]] = np.fmax(self._decided[f[ok]], c[ok])
+        self._propagate(float(at))
+
+    def _delivered(self, frag: int, by: float) -> float:
+        """The largest watermark of ``frag`` the coordinator had by ``by`` (NaN: none)."""
+        best = math.nan
+        for at, mark in self._marks[frag]:
+            if at > by:
+                break
+            best = mark
+        return best
+
+    def _propagate(self, at: float) -> None:
+        """Every fragment's watermark from the leaves to the roots, as of ``at``."""
+        lay = self.layout
+        alive = self.node_alive(at)[lay.fragment_node]
+        for level in reversed(lay._levels):  # leaves first
+            for f in level.tolist():
+                mark = self._done[f]
+                for u in lay.edge_from[lay.edge_to == f].tolist():
+                    if alive[u]:  # a lost upstream's output is gone: no cap
+                        got = self._delivered(u, self._decided[f])
+                        mark = math.nan if math.isnan(got) else min(mark, got)
+                if not np.isnan(mark) and not mark <= self._mark[f]:
+                    self._mark[f] = mark
+                    self._marks[f].append((at, float(mark)))
+                    while len(self._marks[f]) > 1 and self._marks[f][1][0] <= at - RETAIN_S:
+                        self._marks[f].popleft()
+
+    def watermark(self, now: float) -> np.ndarray:
+        """Every query's watermark: the least of its live roots' (all its roots' when none
+        lives), NaN while one has not reported progress (Q,)."""
+        lay = self.layout
+        root = lay.root
+        live = root & self.node_alive(now)[lay.fragment_node]
+        has_live = np.bincount(lay.fragment_query[live], minlength=lay.n_queries) > 0
+        use = np.where(has_live[lay.fragment_query], live, root)
+        mark = np.where(use, self._mark, np.inf)
+        out = np.full(lay.n_queries, np.inf)
+        with np.errstate(invalid="ignore"):  # NaN propagates: a root not heard of yet
+            np.minimum.at(out, lay.fragment_query, mark)
+        return out
+
+    def stw_end(self, now: float) -> np.ndarray:
+        """Where each query's STW ends at ``now``: its watermark; for a query without one,
+        its origin with ``progress`` (no STW complete yet), else ``now - lag``; never after
+        ``now`` (Q,)."""
+        now = float(now)
+        if not math.isfinite(now):
+            raise ConfigError(f"now must be finite (seconds), got {now!r}")
+        mark = self.watermark(now)
+        none = self._origin if self.config.progress else now - self.config.lag_s
+        return np.where(np.isnan(mark), none, np.minimum(mark, now))
 
     def heard(self, nodes: Any, at: float) -> None:
         """Record reports (heartbeats) from ``nodes`` sent at time ``at``.
@@ -500,10 +646,11 @@ class SicCoordinator:
         return (float(now) - self._heard) <= self.config.timeout_s
 
     def query_sic(self, now: float) -> np.ndarray:
-        """Every query's result SIC over ``[now - lag - STW, now - lag)`` (THEMIS Eq. 4), (Q,).
+        """Every query's result SIC over ``[end - STW, end)`` (THEMIS Eq. 4), ``end`` its
+        :meth:`stw_end` at ``now``, (Q,).
 
-        Extrapolated by ``STW / age`` for queries younger than one STW at ``now - lag`` (0
-        before their origin); never clipped.
+        Extrapolated by ``STW / age`` for queries younger than one STW at ``end`` (0 before
+        their origin); never clipped.
 
         >>> layout = QueryLayout(fragment_query=[0], fragment_node=[0], fragment_sources=[1])
         >>> cfg = CoordinatorConfig(stw=StwConfig(stw_s=4.0, slide_s=1.0), lag_s=2.0)
@@ -512,23 +659,24 @@ class SicCoordinator:
         >>> c.query_sic(6.0).tolist(), c.query_sic(7.0).tolist()   # [0, 4), then [1, 5)
         ([0.5], [0.5])
         """
-        now = float(now)
-        if not math.isfinite(now):
-            raise ConfigError(f"now must be finite (seconds), got {now!r}")
-        now -= self.config.lag_s
+        end = self.stw_end(now)
         n_q = self.layout.n_queries
-        lo = now - self.config.stw.stw_s
+        stw = self.config.stw.stw_s
+        lo = end - stw
+        lo_min, lo_max = (float(lo.min()), float(lo.max())) if n_q else (0.0, 0.0)
+        end_min, end_max = (float(end.min()), float(end.max())) if n_q else (0.0, 0.0)
+        if n_q:
+            self._floor = max(self._floor, lo_min)
         raw = np.zeros(n_q)
         for c in self._chunks:
-            if c.t_max < lo or c.t_min >= now:
+            if c.t_max < lo_min or c.t_min >= end_max:
                 continue
-            if c.t_min >= lo and c.t_max < now:
+            if c.t_min >= lo_max and c.t_max < end_min:
                 raw += c.totals(n_q)
             else:
-                inside = (c.t >= lo) & (c.t < now)
+                inside = (c.t >= lo[c.q]) & (c.t < end[c.q])
                 raw += np.bincount(c.q[inside], weights=c.s[inside], minlength=n_q)
-        age = now - self._origin
-        stw = self.config.stw.stw_s
+        age = end - self._origin
         scale = np.where(age >= stw, 1.0, 0.0)
         young = (age > 0) & (age < stw)
         scale[young] = stw / age[young]
@@ -548,6 +696,7 @@ class SicCoordinator:
         frag_alive = alive[self.layout.fragment_node]
         return SicUpdate(
             as_of=float(now),
+            stw_end=self.stw_end(now),
             sic=self.query_sic(now),
             ceiling=ceiling.copy(),
             lost_nodes=tuple(int(n) for n in np.flatnonzero(~alive)),

@@ -2210,6 +2210,26 @@ class NodeController:
             self._hold = hold
             self._admit_all = hold is not None
 
+    def processed(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per query, how far Spark has processed it: ``(done, decided)`` in Unix seconds.
+
+        ``done`` is the feed time (as Unix time) its plan's last committed batch decided it up
+        to (every window ending by then has been through the sink); ``decided`` is that
+        batch's boundary (epoch + boundary · trigger), no later than when its input was cut.
+        NaN for a query whose plan committed no batch yet. A federation node reports both to
+        the query coordinator (:meth:`spillway.quality.coordination.SicCoordinator.progress`).
+        """
+        done = np.full(self.n_queries, np.nan)
+        decided = np.full(self.n_queries, np.nan)
+        with self._lock:
+            for st in self._plans.values():
+                if st.acked_b <= 0:
+                    continue
+                qids = np.array([q.query_id for q in st.spec.queries], dtype=np.int64)
+                done[qids] = self.epoch_s + self._t_end_us(st.acked_b, qids) / 1e6
+                decided[qids] = self.epoch_s + st.acked_b * self.config.trigger_s
+        return done, decided
+
     def plans_asked(self) -> set[str]:
         """Plans whose source has asked for an offset (their streaming query is running)."""
         with self._lock:

@@ -257,7 +257,9 @@ class LinkForwarder:
 
 class Heartbeat:
     """A thread reporting the node alive every ``interval_s`` (an empty report, THEMIS §6's
-    dissemination riding on it: the update goes to ``view``).
+    dissemination riding on it: the update goes to ``view``), with the node's progress when
+    given ``progress`` (e.g. :meth:`~spillway.spark.fed_results.NodeReporter.progress_report`:
+    a batch Spark committed moves its queries' watermark at the next beat, not the next batch).
 
     A failed report is counted by the view (logged once) and retried at the next beat.
     """
@@ -269,10 +271,12 @@ class Heartbeat:
         *,
         interval_s: float,
         clock: Callable[[], float] = time.time,
+        progress: Callable[[], dict[str, Any]] | None = None,
     ) -> None:
         if not interval_s > 0:
             raise ConfigError(f"interval_s must be > 0 seconds, got {interval_s!r}")
         self.client, self.view, self.interval_s, self.clock = client, view, interval_s, clock
+        self.progress = progress
         self.beats = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="spillway-heartbeat", daemon=True)
@@ -285,7 +289,8 @@ class Heartbeat:
     def _run(self) -> None:
         while not self._stop.wait(self.interval_s):
             try:
-                self.view.receive(self.client.report(sent=float(self.clock())))
+                extra = {} if self.progress is None else self.progress()
+                self.view.receive(self.client.report(sent=float(self.clock()), **extra))
                 self.beats += 1
             except ControlChannelError as exc:
                 self.view.unreachable(str(exc))

@@ -205,6 +205,12 @@ class NodeReporter:
         map the node's query ids to the federation's.
     clock : the node's clock (seconds), when a report is sent; None until the node
         sets it (:class:`~spillway.spark.node.Node` gives its controller's ``now``).
+    progress : a callable giving, per local query, ``(done, decided)`` in Unix seconds
+        (:meth:`spillway.spark.controller.NodeController.processed`); None until the node
+        sets it (:class:`~spillway.spark.node.Node` gives its controller's). With the
+        view's ``fragment_ids``, every report carries the node's progress per fragment
+        (:meth:`progress_report`), so the coordinator ends each query's STW where its
+        results are complete.
 
     Raises
     ------
@@ -232,6 +238,7 @@ class NodeReporter:
         if clock is not None and not callable(clock):
             raise ConfigError(f"clock must be a callable returning seconds, got {clock!r}")
         self.client, self.view, self.clock = client, view, clock
+        self.progress: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
         #: Reports that reached the coordinator, and the SIC reported so far.
         self.reports = 0
         self.reported_sic = 0.0
@@ -241,6 +248,44 @@ class NodeReporter:
     def waiting_sic(self) -> float:
         """SIC of results not yet received by the coordinator (its reports failed)."""
         return float(self._waiting[2].sum())
+
+    def progress_report(self) -> dict[str, list[Any]]:
+        """The node's progress per fragment, for :meth:`CoordinatorClient.report`:
+        ``fragment`` (global indices), ``done`` and ``decided`` (the least over the
+        fragment's local queries; NaN where one has processed nothing), ``done`` held below
+        the oldest result still waiting to reach the coordinator. Empty without a
+        ``progress`` callable or the view's ``fragment_ids``.
+
+        >>> from spillway.quality.sic import StwConfig
+        >>> view = CoordinatorView([0, 0, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+        ...                        fragment_ids=[3, 3, 5])
+        >>> rep = NodeReporter(None, view)
+        >>> rep.progress = lambda: (np.array([12.0, 10.0, 11.0]), np.array([13.0, 13.0, 12.0]))
+        >>> rep.progress_report()
+        {'fragment': [3, 5], 'done': [10.0, 11.0], 'decided': [13.0, 12.0]}
+        """
+        frags = self.view.fragment_ids
+        if self.progress is None or frags is None:
+            return {"fragment": [], "done": [], "decided": []}
+        done, decided = (np.asarray(a, dtype=np.float64) for a in self.progress())
+        w_time, w_query, _ = self._waiting  # results a failed report left behind
+        if w_time.size:
+            held = np.full(self.view.query_ids.size, np.inf)
+            for i, g in enumerate(self.view.query_ids.tolist()):
+                mine = w_query == g
+                if mine.any():
+                    held[i] = float(w_time[mine].min())
+            done = np.minimum(done, held)
+        uniq, inv = np.unique(frags, return_inverse=True)
+        out_done = np.full(uniq.size, np.inf)
+        out_decided = np.full(uniq.size, np.inf)
+        np.minimum.at(out_done, inv, done)  # NaN (nothing processed) propagates
+        np.minimum.at(out_decided, inv, decided)
+        return {
+            "fragment": uniq.tolist(),
+            "done": out_done.tolist(),
+            "decided": out_decided.tolist(),
+        }
 
     def __call__(self, event: ResultsEvent) -> None:
         if self.clock is None:
@@ -278,8 +323,11 @@ class NodeReporter:
         times = np.concatenate([self._waiting[0], t_new])
         query = np.concatenate([self._waiting[1], q_new])
         total = np.concatenate([self._waiting[2], s_new])
+        progress = self.progress_report()  # batches before this one: all reported by now
         try:
-            update = self.client.report(sent=now, result_time=times, query=query, sic=total)
+            update = self.client.report(
+                sent=now, result_time=times, query=query, sic=total, **progress
+            )
         except ControlChannelError as exc:
             self.view.unreachable(str(exc))
             self._waiting = (times, query, total)

@@ -560,6 +560,7 @@ class Node:
         if self.federation is not None and not calibrating:
             if self.federation.clock is None:
                 self.federation.clock = controller.now
+            self.federation.progress = controller.processed  # this phase's controller
             self.store.listeners.append(self.federation)
         if self.observers:
             controller.observers.append(bind_phase(self.observers, phase))

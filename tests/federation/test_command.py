@@ -13,7 +13,7 @@ import pytest
 
 from spillway.cli import main
 from spillway.errors import ConfigError, InputDataError
-from spillway.federation import CoordinatorClient, load_federation
+from spillway.federation import CoordinatorClient
 from spillway.federation.command import write_state
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "spillway" / "examples" / "federation.toml"
@@ -22,14 +22,8 @@ SPILLWAY = [sys.executable, "-m", "spillway.cli"]
 
 def test_coordinator_serves_the_example_until_sigterm(tmp_path: Path) -> None:
     state = tmp_path / "coord.json"
-    # the example with the STW ending now: a result of source time now - 0.1 counts at once
-    # (the example's STW ends lag_s ago, before the coordinator started)
-    fed = tmp_path / "fed.toml"
-    text = EXAMPLE.read_text()
-    fed.write_text(text.replace(f"lag_s = {load_federation(EXAMPLE).lag_s}", "lag_s = 0.0"))
-    assert load_federation(fed).lag_s == 0.0
     proc = subprocess.Popen(
-        [*SPILLWAY, "coordinator", str(fed), "--state", str(state)],
+        [*SPILLWAY, "coordinator", str(EXAMPLE), "--state", str(state)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -41,10 +35,16 @@ def test_coordinator_serves_the_example_until_sigterm(tmp_path: Path) -> None:
         assert stat.S_IMODE(os.stat(state).st_mode) == 0o600
         assert json.loads(state.read_text())["nodes"] == ["a", "b", "c"]
         now = time.time()
+        # cov runs c -> a -> b (fragments 5, 6, 7): each hop done to now, its input cut after
+        # the hop before reported, so a result of source time now - 0.1 counts at once
+        for node, frag in (("c", 5), ("a", 6)):
+            with CoordinatorClient.from_state(state, node) as client:
+                client.report(sent=now, fragment=[frag], done=[now], decided=[time.time()])
         with CoordinatorClient.from_state(state, "b") as b:
             # node b hosts avg-all's leaf, top-5's first fragment and cov's root
             assert b.layout() == {"queries": [0, 1, 2], "fragments": [1, 3, 7]}
-            u = b.report(sent=now, result_time=[now - 0.1], query=[2], sic=[0.25])
+            u = b.report(sent=now, result_time=[now - 0.1], query=[2], sic=[0.25],
+                         fragment=[7], done=[now], decided=[time.time()])  # fmt: skip
         assert u.queries.tolist() == [0, 1, 2]
         assert u.sic[2] > 0
         assert u.sic[:2].tolist() == [0.0, 0.0]
@@ -56,7 +56,7 @@ def test_coordinator_serves_the_example_until_sigterm(tmp_path: Path) -> None:
         proc.kill()
         proc.wait(timeout=10)
     assert proc.returncode == 0
-    assert "coordinator stopped: 1 reports" in err
+    assert "coordinator stopped: 3 reports" in err
     assert not state.exists()
 
 

@@ -51,7 +51,7 @@ def test_the_shipped_example_is_three_nodes_of_the_complex_workload() -> None:
         (_fed(extra={}), r"unknown tables \['extra'\]"),
         (_fed(coordinator={"stw": 1}), r"\[coordinator\] has unknown keys \['stw'\]"),
         (_fed(coordinator={"timeout_s": 0}), "timeout_s must be a finite number > 0"),
-        (_fed(coordinator={"lag_s": -1.0}), "lag_s must be a finite number >= 0"),
+        (_fed(coordinator={"lag_s": 20.0}), "lag_s is no longer used: each query's STW ends"),
         (_fed(coordinator={"stw_s": "10"}), "coordinator stw_s must be a number of seconds"),
         (_fed(nodes=[]), "nodes must be a non-empty list of tables"),
         (_fed(nodes=[{"name": "a", "cores": 2}]), "nodes\\[0\\] must have exactly the key 'name'"),

@@ -165,3 +165,28 @@ def test_a_node_process_killed_mid_run_is_noticed_by_the_others() -> None:
         assert service.federation().lost_nodes == (1,)
     # Noticed within the timeout after its last report, plus a few 50 ms polls.
     assert after.as_of - killed <= cfg.timeout_s + 0.5
+
+
+def test_progress_reports_end_each_querys_stw_at_its_watermark() -> None:
+    """A node's progress travels with its report; the update says where each STW ends, and
+    a node may not report progress of another node's fragment."""
+    cfg = CoordinatorConfig(stw=STW, timeout_s=5.0, lag_s=1.0)
+    clock = ManualClock(10.0)
+    with CoordinatorService(LAYOUT, cfg, clock=clock, origin_s=0.0) as service:
+        leaf = CoordinatorClient(service.address, service.authkey, node=0)
+        root = CoordinatorClient(service.address, service.authkey, node=1)
+        try:
+            leaf.report(sent=10.0, fragment=[0, 3], done=[7.0, 8.0], decided=[8.0, 9.0])
+            clock.t = 11.0
+            u = root.report(sent=11.0, result_time=[5.0, 6.5, 7.5], query=[0, 0, 1],
+                            sic=[0.2, 0.3, 0.4], fragment=[1, 2], done=[7.0, 9.0],
+                            decided=[10.5, 10.5])  # fmt: skip
+            assert u.queries.tolist() == [0, 1]
+            assert u.ends([0, 1]).tolist() == [7.0, 9.0]
+            assert u.sic.tolist() == [0.5, 0.4]  # [5, 7) and [7, 9)
+            assert leaf.update().ends([0, 2]).tolist() == [7.0, 8.0]
+            with pytest.raises(ControlChannelError, match="another node's fragment"):
+                leaf.report(sent=11.0, fragment=[1], done=[9.0], decided=[9.0])
+        finally:
+            leaf.close()
+            root.close()

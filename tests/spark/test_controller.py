@@ -780,3 +780,21 @@ def test_no_group_is_unseen_when_every_arrival_is_read():
     c.latest_offset("avg", c.initial_offset("avg"))
     rec = c.history()[-1]
     assert rec.query_groups["q"] > 0 and rec.query_groups_unseen == {"q": 0.0}
+
+
+def test_processed_is_what_spark_committed_not_what_was_decided():
+    """A federation node reports ``processed()`` as its progress: per query, how far in source
+    time its plan's last finished batch reached (Spark asks for the next offset from its end,
+    or commits it), and that batch's boundary; nothing before, and a decided batch moves
+    nothing until Spark has run it."""
+    c = _controller()
+    done, decided = c.processed()
+    assert np.isnan(done).all() and np.isnan(decided).all()
+    a = c.latest_offset("avg", c.initial_offset("avg"))  # decided up to 1 s, not run yet
+    assert np.isnan(c.processed()[0]).all()
+    b = c.latest_offset("avg", a)  # Spark ran a: it asks from a's end
+    done, decided = c.processed()
+    assert done.tolist()[:2] == [101.0, 101.0] and decided.tolist()[:2] == [101.0, 101.0]
+    assert np.isnan(done[2])  # plan "max" ran nothing
+    c.commit("avg", b)
+    assert c.processed()[0].tolist()[:2] == [102.0, 102.0]

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 from pathlib import Path
@@ -14,6 +15,7 @@ from spillway.federation.config import FederationConfig
 from spillway.federation.placement import node_links
 from spillway.federation.service import CoordinatorService
 from spillway.federation.view import CoordinatorView
+from spillway.quality.coordination import CoordinatorConfig
 from spillway.quality.sic import StwConfig
 from spillway.spark.fed_results import NodeReporter, ReportedBatches, ResultReporter
 from spillway.spark.links import LINK_SCHEMA, LinkSink, link_stream
@@ -33,7 +35,7 @@ def test_the_coordinator_gets_both_copies_sic_once(
     sink = LinkSink(kafka_topics.conn, node_links(_FED, "a", prefix=_prefix()).outputs)
     _upstream(spark, tmp_path / "in", tmp_path / "ckpt-a", sink)
     with CoordinatorService(
-        _FED.layout(), _FED.coordinator(), clock=lambda: 2.0, origin_s=2.0 - _FED.stw_s
+        _FED.layout(), _lagged(_FED), clock=lambda: 2.0, origin_s=2.0 - _FED.stw_s
     ) as service:  # a whole STW: no scaling
         client = CoordinatorClient(service.address, service.authkey, node=1)
 
@@ -122,6 +124,12 @@ def test_a_record_is_validated() -> None:
         ReportedBatches(reported_sic=-1.0)
 
 
+def _lagged(fed: FederationConfig) -> CoordinatorConfig:
+    """The file's coordinator with the STW ending now, no progress reports (what these tests
+    check does not depend on them: results counted at their source time, replays, views)."""
+    return dataclasses.replace(fed.coordinator(), progress=False)
+
+
 # Two queries, each a leaf on node a and its root on node b.
 _TWO = FederationConfig.from_dict(
     {
@@ -153,7 +161,7 @@ def _view() -> CoordinatorView:
 
 def test_a_nodes_results_reach_the_coordinator_and_its_update_the_view() -> None:
     clock = ManualClock(10.0)
-    with CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=clock, origin_s=0.0) as svc:
+    with CoordinatorService(_TWO.layout(), _lagged(_TWO), clock=clock, origin_s=0.0) as svc:
         view = _view()
         rep = NodeReporter(CoordinatorClient(svc.address, svc.authkey, node=1), view, clock=clock)
         # a TOP-5-like window of query 0 (two rows, one window) and one of query 1
@@ -182,7 +190,7 @@ def test_a_batch_spanning_more_than_an_stw_never_gives_a_query_sic_above_1() -> 
     })  # fmt: skip
     clock = ManualClock(121.5)
     windows = np.arange(100.0, 121.0)  # source windows [100, 101) .. [120, 121)
-    with CoordinatorService(fed.layout(), fed.coordinator(), clock=clock, origin_s=0.0) as svc:
+    with CoordinatorService(fed.layout(), _lagged(fed), clock=clock, origin_s=0.0) as svc:
         view = CoordinatorView([0], StwConfig(stw_s=10.0, slide_s=1.0), stale_s=2.0)
         rep = NodeReporter(CoordinatorClient(svc.address, svc.authkey, node=0), view, clock=clock)
         rep(_event(7, [0] * windows.size, windows, [0.1] * windows.size))
@@ -197,7 +205,7 @@ def test_a_batch_spanning_more_than_an_stw_never_gives_a_query_sic_above_1() -> 
 
 def test_an_unreachable_coordinator_keeps_the_results_for_the_next_report(caplog) -> None:
     clock = ManualClock(10.0)
-    with CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=clock, origin_s=0.0) as svc:
+    with CoordinatorService(_TWO.layout(), _lagged(_TWO), clock=clock, origin_s=0.0) as svc:
         address, key = svc.address, svc.authkey
     view = _view()
     rep = NodeReporter(CoordinatorClient(address, key, node=1, timeout_s=1.0), view, clock=clock)
@@ -352,7 +360,7 @@ def test_the_downstream_node_keeps_more_of_the_query_that_lost_more_upstream(
         rep = cell.get("reporter")
         return float(rep.clock()) if rep is not None and rep.clock is not None else epoch
 
-    with CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=service_clock,
+    with CoordinatorService(_TWO.layout(), _lagged(_TWO), clock=service_clock,
                             origin_s=epoch) as service:  # fmt: skip
         with CoordinatorClient(service.address, service.authkey, node=0) as a:
             a.report(sent=epoch)  # node a: a heartbeat (it hosts no root)
@@ -396,3 +404,28 @@ def test_a_reporter_view_and_a_nodes_federation_are_checked() -> None:
     cfg = NodeConfig(queries=(QuerySpec(name="q", kind="avg", feed="synthetic"),))
     with pytest.raises(ConfigError, match="federation must be a NodeReporter or None"):
         Node(cfg, federation=_view())  # type: ignore[arg-type]
+
+
+def test_a_report_carries_the_nodes_progress_held_below_results_still_waiting() -> None:
+    """The root node b (fragments 1 and 3) reports how far its controller processed each
+    fragment; results a failed report left behind hold their query's progress back, so the
+    coordinator never ends an STW past a result it has not received."""
+    clock = ManualClock(17.0)
+    svc = CoordinatorService(_TWO.layout(), _TWO.coordinator(), clock=clock, origin_s=0.0)
+    address, key = svc.address, svc.authkey
+    view = CoordinatorView([0, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+                           fragment_ids=[1, 3])  # fmt: skip
+    rep = NodeReporter(CoordinatorClient(address, key, node=1, timeout_s=1.0), view, clock=clock)
+    rep.progress = lambda: (np.array([16.0, 17.0]), np.array([18.0, 18.0]))
+    leaf = CoordinatorClient(address, key, node=0)
+    leaf.report(sent=17.0, fragment=[0, 2], done=[17.0, 17.0], decided=[17.0, 17.0])
+    clock.advance(3.0)  # b's input was cut at 18, after the leaf's report arrived
+    rep(_event(4, [0, 1], [15.0, 15.0], [0.25, 0.5]))
+    assert view.update is not None and view.update.ends([0, 1]).tolist() == [16.0, 17.0]
+    assert view.update.sic.tolist() == pytest.approx([0.25, 0.5])
+    svc.close()
+    rep(_event(5, [1], [14.5], [0.25]))  # unreachable: waits, and holds query 1 at 14.5
+    assert rep.progress_report() == {"fragment": [1, 3], "done": [16.0, 14.5],
+                                     "decided": [18.0, 18.0]}  # fmt: skip
+    leaf.close()
+    rep.client.close()
