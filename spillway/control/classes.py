@@ -19,6 +19,10 @@ between the two. Set it on a runtime without a class scheduler, where the admiss
 capacity split (the Spark node, :mod:`spillway.spark.class_control`); leave it off where the
 runtime's own scheduler is work-conserving (the queue model of
 :mod:`spillway.control.closed_loop`), which would otherwise hand out the idle capacity twice.
+With ``priority_order`` a class's excess shedding (a drop above a lower class's) is handed down
+to the lower classes (:func:`spillway.control.cqc.in_priority_order`): set it where the classes
+share one batch and so one response time (the Spark node), where the strictest class's manager
+would otherwise shed for everyone's load.
 
 Examples
 --------
@@ -91,12 +95,16 @@ class ClassesConfig:
     work_conserving : whether the capacity a class leaves idle goes to the classes that shed
         in the same interval (Pham's CQC, :mod:`spillway.control.cqc`; module notes on when);
         False (default): each class admits what its manager decided.
+    priority_order : whether the lower classes shed a higher class's excess before it does
+        (:func:`spillway.control.cqc.in_priority_order`; module notes on when); False
+        (default): each class sheds what its manager decided.
     """
 
     managers: tuple[LoadManagerConfig, ...]
     priorities: tuple[int, ...]
     dilos: dilos_mod.DilosConfig | None = None
     work_conserving: bool = False
+    priority_order: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "managers", tuple(self.managers))
@@ -113,10 +121,9 @@ class ClassesConfig:
                 raise ConfigError(f"priorities[{i}] must be an int >= 1, got {p!r}")
         for m in self.managers:
             _manager(m)
-        if not isinstance(self.work_conserving, bool):
-            raise ConfigError(
-                f"work_conserving must be true or false, got {self.work_conserving!r}"
-            )
+        for name in ("work_conserving", "priority_order"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"{name} must be true or false, got {getattr(self, name)!r}")
         if self.dilos is not None and self.dilos.priorities != self.priorities:
             raise ConfigError(
                 f"dilos.priorities {self.dilos.priorities} must equal priorities {self.priorities}"
@@ -148,6 +155,8 @@ class ClassesDecision:
     lent : per class, the load it admits beyond its manager's decision, its part of the
         capacity other classes left idle (all 0 without ``work_conserving``; empty when no
         split applies).
+    handed : per class, the shed load it took over from a higher class (> 0) or handed down
+        (< 0) (``priority_order``; empty without it).
     """
 
     drops: tuple[float, ...]
@@ -157,6 +166,7 @@ class ClassesDecision:
     redistributed: bool
     decisions: tuple[LoadDecision, ...]
     lent: tuple[float, ...] = ()
+    handed: tuple[float, ...] = ()
 
 
 def initial_state(config: ClassesConfig) -> ClassesState:
@@ -199,6 +209,15 @@ def step(
             drops=drops,
         )
         drops, lent = split.drops, split.lent
+    handed: tuple[float, ...] = ()
+    if config.priority_order:  # after the split: the idle capacity lowers the drops first
+        order = cqc.in_priority_order(
+            priorities=config.priorities,
+            loads=[d.load for d in decisions],
+            drops=drops,
+            max_drops=[m.max_drop for m in config.managers],
+        )
+        drops, handed = order.drops, order.handed
     shares, scheduler, redistributed = state.shares, state.scheduler, False
     if config.dilos is not None and scheduler is not None:
         scheduler, sched = dilos_mod.step(config.dilos, scheduler, usage)
@@ -220,4 +239,5 @@ def step(
         redistributed=redistributed,
         decisions=tuple(decisions),
         lent=lent,
+        handed=handed,
     )

@@ -60,6 +60,30 @@ class Lending:
     idle: float
 
 
+#: The bounds of every per-class column the functions here take: (low, high or None).
+_BOUNDS = {"capacities": (0.0, None), "loads": (0.0, None), "drops": (0.0, 1.0),
+           "max_drops": (0.0, 1.0)}  # fmt: skip
+
+
+def _check_classes(priorities: Sequence[int], **columns: Sequence[float]) -> None:
+    """One entry per class in every column, priorities ints >= 1, every value finite and in
+    its column's bounds (:data:`_BOUNDS`); ConfigError naming the first that is not."""
+    n = len(priorities)
+    if any(len(v) != n for v in columns.values()):
+        *names, last = ["priorities", *columns]
+        *counts, last_count = [str(len(v)) for v in (priorities, *columns.values())]
+        raise ConfigError(
+            f"{', '.join(names)} and {last} need one entry per class: got {', '.join(counts)} "
+            f"and {last_count}"
+        )
+    for i, p in enumerate(priorities):
+        check_count(f"priorities[{i}]", p, low=1)
+    for i in range(n):
+        for name, values in columns.items():
+            low, high = _BOUNDS[name]
+            check_number(f"{name}[{i}]", values[i], low=low, high=high)
+
+
 def water_fill(amount: float, weights: Sequence[float], wants: Sequence[float]) -> list[float]:
     """Share ``amount`` over the classes by ``weights``, none getting more than it ``wants``.
 
@@ -136,18 +160,7 @@ def lend_idle(
     >>> round(r.idle, 3), [round(x, 3) for x in r.lent], [round(d, 3) for d in r.drops]
     (0.28, [0.0, 0.06, 0.22], [0.0, 0.0, 0.4])
     """
-    n = len(priorities)
-    if len(capacities) != n or len(loads) != n or len(drops) != n:
-        raise ConfigError(
-            f"priorities, capacities, loads and drops need one entry per class: got {n}, "
-            f"{len(capacities)}, {len(loads)} and {len(drops)}"
-        )
-    for i, p in enumerate(priorities):
-        check_count(f"priorities[{i}]", p, low=1)
-    for i, (c, x, d) in enumerate(zip(capacities, loads, drops, strict=True)):
-        check_number(f"capacities[{i}]", c, low=0)
-        check_number(f"loads[{i}]", x, low=0)
-        check_number(f"drops[{i}]", d, low=0, high=1)
+    _check_classes(priorities, capacities=capacities, loads=loads, drops=drops)
     idle = math.fsum(
         max(float(c) - float(x), 0.0)
         for c, x, d in zip(capacities, loads, drops, strict=True)
@@ -160,3 +173,101 @@ def lend_idle(
         for d, x, g in zip(drops, loads, lent, strict=True)
     )
     return Lending(drops=new, lent=tuple(lent), idle=idle)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Ordering:
+    """The drops after the lower classes took over a higher class's excess shedding.
+
+    Parameters
+    ----------
+    drops : each class's drop fraction, never above a lower class's (unless every lower class
+        is at its highest drop).
+    handed : per class, the load it sheds beyond (> 0) or short of (< 0) its own decision:
+        what it took over from a higher class, or handed down to the lower ones.
+    """
+
+    drops: tuple[float, ...]
+    handed: tuple[float, ...]
+
+
+def in_priority_order(
+    *,
+    priorities: Sequence[int],
+    loads: Sequence[float],
+    drops: Sequence[float],
+    max_drops: Sequence[float],
+) -> Ordering:
+    """The same shed load, the lower classes shedding it before the higher ones.
+
+    Where the classes share one batch (:mod:`spillway.spark.class_control`) a class's response
+    time is the node's: the class with the strictest target ``D`` (class 1) sees it over its
+    target first and its manager sheds, while a lower class with a looser target sheds nothing,
+    so class 1 loses more than class 3. In Pham's CQC class 1 would not wait for class 3's work
+    at all; here every tuple admitted delays everyone's batch, so the load the node must shed is
+    the node's and the lower classes absorb it (Pham §6.3, "relative priority": a higher class
+    gets zero loss or a loss no larger than a lower class's). A class whose drop fraction is
+    above that of a class of lower priority hands the excess load
+    ``(d_k − min_lower d_j) · L_k`` down, lowest priority first, each lower class taking it up to
+    its own highest drop (and to the drop of the classes below it); what no lower class can take
+    stays. The shed load ``Σ d_k · L_k`` is unchanged (up to what no class can take), the drops
+    already in order are untouched, and afterwards ``d_k <= d_j`` whenever ``P_k > P_j``
+    (unless every lower class is at its highest drop).
+
+    Parameters
+    ----------
+    priorities : each class's priority ``P_k`` (an int >= 1; higher is more important).
+    loads : each class's pre-shedding load ``L_k`` (>= 0); a class without load constrains
+        nothing and takes nothing.
+    drops : each class manager's drop fraction, in [0, 1].
+    max_drops : each class's highest drop fraction, in [0, 1].
+
+    Raises
+    ------
+    ConfigError
+        Lengths that differ, a priority that is not an int >= 1, a negative or non-finite load,
+        a drop or highest drop outside [0, 1].
+
+    Examples
+    --------
+    Class 1's manager sheds 8 % on the shared latency, classes 2 and 3 nothing: class 3 sheds
+    it instead.
+
+    >>> r = in_priority_order(priorities=(6, 3, 1), loads=(0.4, 0.4, 0.4),
+    ...                       drops=(0.08, 0.0, 0.0), max_drops=(0.99,) * 3)
+    >>> [round(d, 3) for d in r.drops], [round(h, 3) for h in r.handed]
+    ([0.0, 0.0, 0.08], [-0.032, 0.0, 0.032])
+
+    Drops already in order (Pham's weighted shares, 28 / 64 / 88 %) stay as they are:
+
+    >>> in_priority_order(priorities=(6, 3, 1), loads=(0.6, 0.6, 0.6),
+    ...                   drops=(0.28, 0.64, 0.88), max_drops=(0.99,) * 3).drops
+    (0.28, 0.64, 0.88)
+    """
+    _check_classes(priorities, loads=loads, drops=drops, max_drops=max_drops)
+    load = [float(x) for x in loads]
+    d = [float(x) for x in drops]
+    busy = [k for k in range(len(load)) if load[k] > 0]
+    # lowest priority first (ties by index): a class's lower classes are already in order
+    # when it hands its excess down, and taking more only loosens their own constraints
+    up = sorted(busy, key=lambda k: (priorities[k], -k))
+
+    def lower(k: int) -> list[int]:  # the busy classes of lower priority, lowest first
+        return [j for j in up if priorities[j] < priorities[k]]
+
+    for k in up:
+        below = lower(k)
+        if not below:
+            continue
+        floor = min(d[j] for j in below)
+        excess = (d[k] - floor) * load[k]
+        if excess <= 0:
+            continue
+        for j in below:
+            top = min([float(max_drops[j])] + [d[i] for i in lower(j)])
+            take = min(max(top - d[j], 0.0) * load[j], excess)
+            d[j] += take / load[j]
+            excess -= take
+        d[k] = floor + excess / load[k]
+    handed = tuple((a - float(b)) * x for a, b, x in zip(d, drops, load, strict=True))
+    return Ordering(drops=tuple(d), handed=handed)

@@ -119,7 +119,18 @@ NO_SHARING = (
 )
 
 #: The per-interval, per-class columns written to ``records.csv``.
-RECORD_COLUMNS = ("t", "class", "load", "arrived", "dropped", "drop", "share", "capacity", "lent")
+RECORD_COLUMNS = (
+    "t",
+    "class",
+    "load",
+    "arrived",
+    "dropped",
+    "drop",
+    "share",
+    "capacity",
+    "lent",
+    "handed",
+)
 
 #: Why Table 8's "no load manager" class-3 latency is not compared with its ``D``.
 NO_SCHEDULER = (

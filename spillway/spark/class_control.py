@@ -26,6 +26,15 @@ load, when it sheds nothing) the classes that shed may admit, shared by their we
 (:mod:`spillway.control.cqc`), with or without DILoS, so the separate managers and DILoS differ
 only in the feedback.
 
+The classes share micro-batches (below), so they share one response time: the class with the
+strictest target ``D`` (class 1) would see it over its target first and its manager would shed
+for the load of every class, while class 3, with the loosest target, shed nothing (class 1 lost
+more than class 3 in real runs). The classes' drops are therefore put in priority order
+(:func:`spillway.control.cqc.in_priority_order`): a class's drop above a lower class's is shed
+by the lower classes instead, lowest first, so the lower classes absorb the node's loss before
+a higher class loses anything more than they do (Pham §6.3's relative priority; in Pham's CQC
+class 1 never waits for class 3's tuples at all).
+
 Three layouts (``ClassControlConfig.layout``) give Pham's Table 8 baselines on the same node,
 measured the same way per class (only who decides the drops differs):
 
@@ -232,6 +241,7 @@ class ClassControlConfig:
             priorities=self.weights,
             dilos=dilos if self.dilos else None,
             work_conserving=self.work_conserving,
+            priority_order=True,
         )
 
     def common_config(self, trigger_s: float) -> classes.ClassesConfig:
@@ -360,6 +370,7 @@ class ClassControl:
                     "share": d.shares[c],
                     "capacity": d.capacities[c],
                     "lent": d.lent[c] if d.lent else 0.0,
+                    "handed": d.handed[c] if d.handed else 0.0,
                     "redistributed": d.redistributed,
                 }
             )

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from spillway.control.aurora import AuroraConfig
 from spillway.control.classes import ClassesConfig, initial_state, step
-from spillway.control.cqc import lend_idle, water_fill
+from spillway.control.cqc import in_priority_order, lend_idle, water_fill
 from spillway.control.load_manager import IntervalStats
 from spillway.errors import ConfigError
 
@@ -53,6 +54,62 @@ def test_a_separate_manager_per_class_uses_the_idle_capacity_when_work_conservin
         assert d.decisions[2].drop == pytest.approx(1 - 0.08 / 0.6)  # the manager's own
 
 
+@pytest.mark.parametrize("seed", range(200))
+def test_priority_order_keeps_the_shed_load_and_never_lets_a_higher_class_lose_more(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 5))
+    prio = tuple(int(p) for p in rng.integers(1, 4, size=n))
+    loads = tuple(float(x) for x in rng.choice([0.0, 0.1, 0.5, 1.0], size=n) * rng.random(n))
+    drops = tuple(float(x) for x in rng.random(n) * (rng.random(n) < 0.7))
+    r = in_priority_order(priorities=prio, loads=loads, drops=drops, max_drops=(0.99,) * n)
+    before = math.fsum(min(d, 0.99) * x for d, x in zip(drops, loads, strict=True))
+    after = math.fsum(d * x for d, x in zip(r.drops, loads, strict=True))
+    assert after == pytest.approx(math.fsum(d * x for d, x in zip(drops, loads, strict=True)))
+    assert after >= before - 1e-12
+    assert math.fsum(r.handed) == pytest.approx(0.0, abs=1e-12)
+    for k in range(n):
+        for j in range(n):
+            if prio[k] > prio[j] and loads[k] > 0 and loads[j] > 0 and r.drops[j] < 0.99:
+                assert r.drops[k] <= r.drops[j] + 1e-12, (k, j)
+    ordered = all(
+        d_k <= d_j
+        for k, d_k in enumerate(drops) for j, d_j in enumerate(drops)
+        if prio[k] > prio[j] and loads[k] > 0 and loads[j] > 0
+    )  # fmt: skip
+    if ordered:
+        assert r.drops == drops
+
+
+def test_the_lowest_class_takes_a_higher_class_s_excess_first_up_to_its_highest_drop():
+    r = in_priority_order(priorities=(6, 3, 1), loads=(1.0, 0.5, 0.5),
+                          drops=(0.6, 0.1, 0.1), max_drops=(0.9, 0.9, 0.9))  # fmt: skip
+    # class 1 hands 0.5 down: class 3 takes 0.4 (to 0.9), class 2 the other 0.1 (to 0.3),
+    # then class 1 is at class 2's old 0.1
+    assert r.drops == pytest.approx((0.1, 0.3, 0.9))
+    assert r.handed == pytest.approx((-0.5, 0.1, 0.4))
+    full = in_priority_order(priorities=(2, 1), loads=(1.0, 0.5),
+                             drops=(0.8, 0.9), max_drops=(0.99, 0.9))  # fmt: skip
+    assert full.drops == (0.8, 0.9)  # class 2 cannot take more: class 1 keeps its shedding
+    nothing = in_priority_order(priorities=(2, 1), loads=(1.0, 0.5),
+                                drops=(0.9, 0.9), max_drops=(0.99, 0.9))  # fmt: skip
+    assert nothing.drops == (0.9, 0.9)
+    same = in_priority_order(priorities=(1, 1), loads=(1.0, 1.0),
+                             drops=(0.5, 0.0), max_drops=(0.99, 0.99))  # fmt: skip
+    assert same.drops == (0.5, 0.0)  # equal priorities: no order between them
+
+
+def test_classes_step_puts_the_managers_drops_in_priority_order_only_when_asked():
+    managers = (AuroraConfig(capacity=0.1), AuroraConfig(capacity=0.3),
+                AuroraConfig(capacity=0.4))  # fmt: skip
+    stats = [IntervalStats(interval_s=1.0, load=0.2) for _ in range(3)]
+    for order, drops in ((False, (0.5, 0.0, 0.0)), (True, (0.0, 0.0, 0.5))):
+        cfg = ClassesConfig(managers=managers, priorities=(6, 3, 1), priority_order=order)
+        _, d = step(cfg, initial_state(cfg), stats)
+        assert d.drops == pytest.approx(drops)
+        assert d.decisions[0].drop == pytest.approx(0.5)  # the manager's own
+        assert d.handed == (pytest.approx((-0.1, 0.0, 0.1)) if order else ())
+
+
 @pytest.mark.parametrize(
     ("call", "match"),
     [
@@ -79,6 +136,20 @@ def test_a_separate_manager_per_class_uses_the_idle_capacity_when_work_conservin
         (
             lambda: ClassesConfig(managers=(AuroraConfig(),), priorities=(1,), work_conserving=1),
             "work_conserving must be true or false, got 1",
+        ),
+        (
+            lambda: ClassesConfig(managers=(AuroraConfig(),), priorities=(1,), priority_order=0),
+            "priority_order must be true or false, got 0",
+        ),
+        (
+            lambda: in_priority_order(priorities=(1,), loads=(1.0,), drops=(0.0,), max_drops=()),
+            "one entry per class: got 1, 1, 1 and 0",
+        ),
+        (
+            lambda: in_priority_order(
+                priorities=(1,), loads=(1.0,), drops=(0.0,), max_drops=(1.2,)
+            ),  # fmt: skip
+            r"max_drops\[0\] must be a finite number >= 0 and <= 1, got 1.2",
         ),
     ],
 )
