@@ -40,7 +40,7 @@ the least per batch:
    adaptive execution (:data:`ADAPTIVE`; the stream's setting is put back after): with one
    exchange there is nothing to adapt, and planning stage by stage cost about 0.3 s a batch.
    The ``overload`` experiment's Kafka node (``scripts/profile_kafka_batch.py --rate 30000
-   --keep-all --duration 40``, 60,000 rows a batch): ``addBatch`` 1.38 s before, 0.89 s after.
+   --keep-all --duration 40``, 60,000 rows a batch): ``addBatch`` 1.11 s before, 0.89 s after.
 
 The kinds are SQL because a DataFrame plan built in Python costs hundreds of py4j calls and
 an analysis per call on every batch. Measured on ``local[2]`` (another Spark job sharing the
