@@ -82,8 +82,15 @@ def test_the_report_of_measured_runs(tmp_path):
 @pytest.mark.kafka
 @pytest.mark.spark
 def test_a_shortened_kafka_run(spark, tmp_path):
+    # The plumbing of the Kafka half, shortened (a 2 s trigger, as every Kafka run in
+    # EXPERIMENTS.md). Whether a run at 3x sheds is the experiment's own check
+    # (kept_near_capacity) on full-length runs: here the capacity runs last 6.7 s, mostly the
+    # cold start, and what they measure is no overload for the warm node. (This test asserted
+    # that the run shed; it held only through a defect, empty first batches capping the
+    # controller's capacity at 2 tuples, fixed in d7ee976: since, the run kept everything.)
     cfg = ov.OverloadConfig(policies=("balance-sic",), levels=(3.0,), sources=("kafka",),
-                            duration_s=20.0, warmup_s=3.0, plain_spark=False)  # fmt: skip
+                            trigger_s=2.0, duration_s=20.0, warmup_s=3.0,
+                            plain_spark=False)  # fmt: skip
     measured = ov.measure_kafka(cfg, spark)
     (run,) = measured["runs"]
     assert measured["capacity_tuples_per_s"] > 0
@@ -96,7 +103,7 @@ def test_a_shortened_kafka_run(spark, tmp_path):
     assert "error" not in run, run
     assert run["asked_rate"] == pytest.approx(3.0 * lc["capacity_tuples_per_s"])
     assert run["achieved_rate"] > 0 and run["windows"] > 0, run
-    assert 0 < run["kept_fraction"] < 1  # it shed
+    assert 0 < run["kept_fraction"] <= 1, run
     assert math.isfinite(run["per_arrived_us"]) and math.isfinite(run["per_admitted_us"])
 
 
