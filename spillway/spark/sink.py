@@ -467,10 +467,15 @@ class ResultSink:
         self._texts = pd.DataFrame(columns=["query_id", "key", "key_text"])
         self._all_view = f"spillway_all_{id(self):x}"
         records = any(p.record_schema is not None for p in self.user)
-        cols = ", ".join((*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ())))
-        #: The batch's rows, every column, repartitioned by query id: the one exchange of a
-        #: batch (every later aggregate groups by query id and more).
-        self._all_sql = f"SELECT * FROM {self._raw_view} DISTRIBUTE BY query_id"
+        names = (*SOURCE_COLUMNS, *(("raw", *RECORD_ORIGIN) if records else ()))
+        cols = ", ".join(names)
+        #: The batch's rows, the columns the statement reads (a log's also those of its
+        #: set-aside rows), repartitioned by query id: the one exchange of a batch (every later
+        #: aggregate groups by query id and more).
+        if logs:
+            names += ("key_text", *DEAD_LETTER_COLUMNS)
+        kept = ", ".join(dict.fromkeys(names))
+        self._all_sql = f"SELECT {kept} FROM {self._raw_view} DISTRIBUTE BY query_id"
         #: The rows the queries read (of a log, the valid ones; its malformed and late rows are
         #: set aside, and its keys' texts learnt, by the same statement: :func:`log_sql`).
         self._rows_sql = f"SELECT {cols} FROM {self._all_view}" + (
