@@ -1448,9 +1448,15 @@ class NodeController:
         est: Mapping[str, CostEstimate],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per group of lanes (``lane_group``: each lane's group, ``n_groups`` of them): the
-        executor time ``count`` arrivals need at the plans' fitted costs ``est`` (a plan's
-        overhead split over the groups by their arrivals), and that plus the time of the
-        admitted tuples not yet processed (the queued load). One group: the whole node."""
+        executor time ``count`` arrivals need at the plans' fitted costs ``est`` with nothing
+        shed (a plan's overhead split over the groups by their arrivals, every arrival at its
+        kept and its arrived cost, as the calibration measures the node's capacity), and that
+        plus the time of the admitted tuples not yet processed (the queued load: their kept
+        cost and their segments' arrived cost). One group: the whole node.
+
+        Both per-tuple terms count: when nothing is shed the cost model cannot tell them apart
+        and its prior splits them, while a run that sheds fits the split, so a load at the
+        kept cost alone differed between runs of the same arrivals by how much they shed."""
         work = np.zeros(n_groups)
         queued = np.zeros(n_groups)
         for st in self._plans.values():
@@ -1459,10 +1465,12 @@ class NodeController:
             per_g = np.bincount(lane_group[ln], weights=count[ln], minlength=n_groups)
             total = float(per_g.sum())
             if total > 0:
-                work += e.overhead_s * per_g / total + e.per_tuple_s * per_g
+                work += e.overhead_s * per_g / total + (e.per_tuple_s + e.per_arrived_s) * per_g
             for seg in st.pending:
                 queued += e.per_tuple_s * np.bincount(
                     lane_group[ln], weights=seg.keep, minlength=n_groups
+                ) + e.per_arrived_s * np.bincount(
+                    lane_group[ln], weights=seg.end - seg.start, minlength=n_groups
                 )
         return work, queued + work
 
