@@ -111,3 +111,16 @@ def test_the_load_counts_every_arrival_at_its_kept_and_its_arrived_cost():
     per_tuple = est["avg"].per_tuple_s + est["avg"].per_arrived_s
     work = sum(e.overhead_s for e in est.values()) + per_tuple * rec["arrived"]
     assert rec["load"] == pytest.approx(work / 1.0)
+
+
+def test_a_late_decision_s_load_is_over_the_intervals_its_arrivals_came_in():
+    # Decision 4 after decision 1 (the batch before it ran long): its arrivals came in 3 s.
+    # Before, the load was taken over the planned span of 1 s: 3 times too high.
+    c = _controller("aurora", capacity=0.4)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    c.decide(4)
+    rec = c.load_control.records[-1]
+    est = c.cost_estimates()
+    work = sum(e.overhead_s for e in est.values()) + est["avg"].per_tuple_s * rec["arrived"]
+    assert rec["arrived"] > 0
+    assert rec["load"] == pytest.approx(work / 3.0)
