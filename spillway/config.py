@@ -292,7 +292,7 @@ class NodeConfig:
         with the ``dilos`` policy.
     class_target_intervals : each class's delay target ``D`` in trigger intervals (3, 4, 5).
     class_redistribution : whether DILoS lends capacity between the classes (Pham §6.1.3);
-        False: separate per-class managers at the weights' shares.
+        False: separate per-class managers, each held to its weights' share (nothing lent).
     class_crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
     class_layout : who decides the classes' drops: ``per-class`` (default; one manager per
         class), ``common`` (one manager for the node, the same drop for every class) or

@@ -17,11 +17,13 @@ Here every configuration runs one spillway node on Spark with the ``dilos`` poli
 total ``overload`` times the capacity the first run measures (then the same for every run,
 which starts from the cost model that calibration fitted instead of fitting its own from the
 priors: ``Node(cost_states=...)``; ``DilosExperimentConfig.overload`` says why 2). ``D`` = 3, 4, 5
-trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). The classes' capacity
-split is work-conserving, as Pham's CQC is (:mod:`spillway.control.cqc`), for the separate
-managers and DILoS alike: only the feedback differs. How each of Pham's configurations maps
-onto the node (``class_layout`` and ``class_redistribution``, only who decides the drops
-differs; the measurement is the same):
+trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). The separate managers
+keep each class at its fixed 6/3/1 share, with no lending and no class shedding for another;
+DILoS lends what a class does not use to the others (every CRC by Eq. 6.1 with its 5 % reserve,
+and within the interval by its work-conserving CQC split, :mod:`spillway.control.cqc`) and
+puts the classes' drops in priority order (:mod:`spillway.spark.class_control`). How each of
+Pham's configurations maps onto the node (``class_layout`` and ``class_redistribution``, only
+who decides the drops differs; the measurement is the same):
 
 ====================  =========================================================================
 Pham                  here
@@ -29,8 +31,8 @@ Pham                  here
 no load manager       ``none``: the classes' lanes run, nothing is shed
 common load manager   ``common``: one manager (capacity ``H``, class 1's ``D``) on the summed
                       statistics; its drop fraction for every class
-separate per class    ``separate``: one manager per class at its 6/3/1 share of ``H``
-DILoS                 ``dilos``: the same managers, DILoS redistributing every CRC
+separate per class    ``separate``: one manager per class at its fixed 6/3/1 share of ``H``
+DILoS                 ``dilos``: the same managers, DILoS lending between them
 DILoS with sharing    **not reproduced**: the Spark node has no operator sharing between
                       queries; every query reads its own sources through its own lanes of the
                       one plan, so there is no segment to share (and none whose work class 3
@@ -54,7 +56,10 @@ capacity the managers share out (``input_overloads_node``). One query per class 
 Pham's 11.
 
 Measured per configuration and class: the loss (tuples shed over arrived after warm-up), the
-row-weighted p95 and mean of the response time (arrival → result) per interval.
+row-weighted p95 and mean of the response time (arrival → result) per interval, the arrival
+rate against the capacity the first run measured (``arrivals_over_capacity``: the same
+arrivals must be the same load for every configuration) and the load as the managers saw it
+at their fitted costs, over ``H`` (``load_over_capacity``).
 
 Examples
 --------
@@ -75,6 +80,7 @@ from pathlib import Path
 from typing import Any
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.control.dilos import original_shares
 from spillway.control.load_manager import check_number
 from spillway.errors import ConfigError
 from spillway.experiments._spark_runs import at_rate, experiment_spark, input_rate
@@ -95,6 +101,9 @@ CONFIGS: dict[str, tuple[str, bool]] = {
     "separate": ("per-class", False),
     "dilos": ("per-class", True),
 }
+
+#: The classes' weights (Pham QN-A; the node's default ``class_weights``).
+CLASS_WEIGHTS = (6, 3, 1)
 
 #: The inputs: constant (Table 8) and Pareto per cycle (Tables 9-10).
 INPUT_NAMES = ("SD_c", "SD_p")
@@ -138,6 +147,9 @@ NO_SCHEDULER = (
     "scheduler holds class 3 back (Pham's 117 s is CQC giving class 3 only what classes 1 and "
     "2 leave), so class 3's latency is the node's; input_overloads_node checks the premise"
 )
+
+#: How far apart DILoS's and the separate managers' arrival rates may be (relative).
+SAME_ARRIVALS = 0.01
 
 #: The configurations whose classes each have a priority-aware manager (the loss order applies).
 PRIORITY_AWARE = ("separate", "dilos")
@@ -251,6 +263,7 @@ class DilosExperimentConfig:
             calibrate_s=10.0,
             load_manager=manager,
             load_manager_options={"capacity": self.capacity},
+            class_weights=CLASS_WEIGHTS,
             class_redistribution=dilos,
             class_layout=layout,
             class_crc_cycles=self.crc_cycles,
@@ -280,6 +293,7 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
 
     out: list[dict[str, Any]] = []
     scale: float | None = None
+    capacity = math.nan
     costs: dict[str, Any] = {}
     try:
         for manager in config.managers:
@@ -296,12 +310,18 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
                 node.start()
                 if scale is None:
                     scale, costs = node.rate_scale, node.cost_states
+                    capacity = float((node.calibration or {})["capacity_tuples_per_s"])
                 t0 = node.controller.feed_time()
                 try:
                     time.sleep(config.duration_s)
                     cc = node.controller.class_control
                     assert cc is not None
                     records = [dict(r, t=r["t"] - t0) for r in cc.records]
+                    fitted = {
+                        p: {"overhead_s": e.overhead_s, "per_tuple_s": e.per_tuple_s,
+                            "per_arrived_s": e.per_arrived_s}
+                        for p, e in node.controller.cost_estimates().items()
+                    }  # fmt: skip
                 finally:
                     node.stop()
                 out.append(
@@ -312,11 +332,53 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
                         "input": inp,
                         "rate": input_rate(cfg) * (scale if cfg.overload is not None else 1.0),
                         "calibrated": cfg.overload is not None,
+                        "capacity_tuples_per_s": capacity,
+                        "cost_estimates": fitted,
+                        "t0": t0,
                         "records": records,
                     }
                 )
     finally:
         spark.stop()
+    return out
+
+
+def arrival_rates(records: Sequence[Mapping[str, Any]], after_s: float) -> dict[str, float]:
+    """Per class, the tuples that arrived per second over the decisions from ``after_s`` on
+    (each decision's arrivals came since the one before it, so the first such decision only
+    marks the start; NaN with fewer than two).
+
+    >>> recs = [{"t": t, "class": c, "arrived": 10 * c} for t in (5.0, 6.0, 7.0, 8.0)
+    ...         for c in (1, 2, 3)]
+    >>> arrival_rates(recs, after_s=6.0)
+    {'1': 10.0, '2': 20.0, '3': 30.0}
+    """
+    out: dict[str, float] = {}
+    for c in (1, 2, 3):
+        mine = sorted((r["t"], r["arrived"]) for r in records
+                      if r["class"] == c and r["t"] >= after_s)  # fmt: skip
+        span = mine[-1][0] - mine[0][0] if len(mine) > 1 else 0.0
+        out[str(c)] = sum(a for _, a in mine[1:]) / span if span > 0 else math.nan
+    return out
+
+
+def cumulative_arrivals(records: Sequence[Mapping[str, Any]], t0: float = 0.0) -> list[list[float]]:
+    """Per decision, ``[feed time, arrivals of class 1, 2, 3 since the run began]``: the
+    decisions fall on trigger boundaries of the feeds' clock, so two runs of the same input
+    agree at every boundary both decided at (``t0``: the feed time the records count from).
+
+    >>> recs = [{"t": t, "class": c, "arrived": 10 * c} for t in (1.5, 3.5) for c in (1, 2, 3)]
+    >>> cumulative_arrivals(recs, t0=0.5)
+    [[2.0, 10, 20, 30], [4.0, 20, 40, 60]]
+    """
+    by_t: dict[float, list[int]] = {}
+    for r in records:
+        by_t.setdefault(float(r["t"]), [0, 0, 0])[int(r["class"]) - 1] += int(r["arrived"])
+    out: list[list[float]] = []
+    total = [0, 0, 0]
+    for t in sorted(by_t):
+        total = [a + b for a, b in zip(total, by_t[t], strict=True)]
+        out.append([round(t + t0, 3), *total])
     return out
 
 
@@ -334,6 +396,8 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
     ({'1': 0.0, '2': 0.1, '3': 0.5}, 3.0, 0.2443)
     >>> round(s["load_over_capacity"], 3)            # 0.9 of load against H = 0.8
     1.125
+    >>> s["arrivals_over_capacity"]                  # no measured capacity given
+    nan
     """
     recs = [r for r in run["records"] if r["t"] >= config.warmup_s]
     inp = run.get("input", "SD_c")
@@ -355,6 +419,9 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
         by_t[r["t"]] = by_t.get(r["t"], 0.0) + float(r.get("load", math.nan))
     over = [x / config.capacity for x in by_t.values() if math.isfinite(x)]
     paper = PAPER.get((inp, run["config"]))
+    rates = arrival_rates(run["records"], config.warmup_s)
+    cap = float(run.get("capacity_tuples_per_s", math.nan))
+    shares = original_shares(CLASS_WEIGHTS)
     return {
         "name": run["name"],
         "config": run["config"],
@@ -373,6 +440,14 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
         "rate_tuples_per_s": run["rate"],
         "intervals": len(recs) // 3,
         "load_over_capacity": sum(over) / len(over) if over else math.nan,
+        "capacity_tuples_per_s": cap,
+        "arrival_rate_tuples_per_s": rates,
+        "arrivals_over_capacity": sum(rates.values()) / cap,
+        "class_arrivals_over_share": {
+            c: rates[c] / (shares[int(c) - 1] * cap) for c in ("1", "2", "3")
+        },
+        "cost_estimates": run.get("cost_estimates"),
+        "cumulative_arrivals": cumulative_arrivals(run["records"], float(run.get("t0", 0.0))),
     }
 
 
@@ -390,6 +465,28 @@ def _class3_lower(
     return every(name, parts, none_why=f"no manager ran both dilos and separate on {inp}")
 
 
+def _same_arrivals(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
+    """Per manager and input, DILoS's arrivals against the separate managers': at every
+    trigger boundary both runs decided at, each class's arrivals since the start (within 1 %;
+    the largest difference over the boundaries). The runs decide at different boundaries, so
+    rates over each run's own window would differ on a time-varying input (SD_p)."""
+    by = {(r["config"], r["manager"], r.get("input", "SD_c")): r for r in runs}
+    parts = []
+    for (name, m, inp), r in by.items():
+        other = by.get(("separate", m, inp))
+        if name != "dilos" or other is None:
+            continue
+        mine = {row[0]: row[1:] for row in r["cumulative_arrivals"]}
+        theirs = {row[0]: row[1:] for row in other["cumulative_arrivals"]}
+        both = sorted(set(mine) & set(theirs))
+        for c in range(3):
+            diffs = [abs(mine[t][c] - theirs[t][c]) / theirs[t][c] for t in both if theirs[t][c]]
+            parts.append(compare(f"{m} {inp} class {c + 1}", max(diffs, default=math.nan), "<=",
+                                 SAME_ARRIVALS, what=f"largest relative difference of the "
+                                 f"arrivals at the {len(both)} boundaries both decided at"))  # fmt: skip
+    return parts
+
+
 def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> list[Check]:
     """Pham's claims on the measured runs (each can fail but the latency order).
 
@@ -398,27 +495,39 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
       than class k + 1;
     - ``class3_loss_lower_with_dilos`` (SD_c, Table 8) and ``class3_loss_lower_with_dilos_sd_p``
       (SD_p, Table 10): class 3 loses less with DILoS than with separate managers;
-    - ``input_overloads_node``: Pham's SD_c premise, a load above the capacity: in the run
-      without a manager, the classes' summed pre-shedding load (the managers' measure, executor
-      seconds per second) is above ``H`` on average;
+    - ``input_overloads_node``: Pham's premise on both inputs, a load above the capacity: in
+      every run, the tuples arriving per second (after warm-up) over the capacity the first run
+      measured (tuples per second of batch time) are above 1;
+    - ``dilos_and_separate_see_the_same_arrivals``: per manager and input, every class's
+      arrivals since the start, at every trigger boundary both runs decided at, are within 1 %
+      with DILoS of those with separate managers;
+    - ``sd_c_overloads_only_class_3``: Table 8's premise (with separate managers only class 3
+      sheds; classes 1 and 2 are "non-overloaded"), on the SD_c runs: class 3's arrivals are
+      above its 10 % share of the measured capacity, classes 1's and 2's at or below their
+      60 % and 30 % (the capacity DILoS can lend);
     - ``no_manager_misses_class3_target`` and ``higher_class_lower_latency``: not applicable
       (the classes share micro-batches; with nothing shed no scheduler holds class 3 back, so
       Table 8's 117 s against 500 ms has no counterpart).
 
     >>> cfg = make_config(quick=True)
-    >>> runs = [{"name": "separate-aurora-SD_c", "config": "separate", "manager": "aurora",
-    ...          "class_loss": {"1": 0.0, "2": 0.0, "3": 0.8}},
-    ...         {"name": "dilos-aurora-SD_c", "config": "dilos", "manager": "aurora",
-    ...          "class_loss": {"1": 0.1, "2": 0.0, "3": 0.3}},
-    ...         {"name": "none-aurora-SD_c", "config": "none", "manager": "aurora",
-    ...          "class_loss": {"1": 0.0, "2": 0.0, "3": 0.0},
-    ...          "load_over_capacity": 1.1}]
+    >>> def run(name, loss, rates=(10.0, 10.0, 10.0)):
+    ...     return {"name": f"{name}-aurora-SD_c", "config": name, "manager": "aurora",
+    ...             "class_loss": dict(zip("123", loss)), "arrivals_over_capacity": 1.1,
+    ...             "cumulative_arrivals": [[2.0, *rates], [3.0, *(2 * x for x in rates)]],
+    ...             "class_arrivals_over_share": {"1": 0.5, "2": 0.9, "3": 3.0}}
+    >>> runs = [run("separate", (0.0, 0.0, 0.8)), run("dilos", (0.1, 0.0, 0.3)),
+    ...         run("none", (0.0, 0.0, 0.0))]
     >>> [(c.name, c.verdict) for c in checks(cfg, runs)]  # doctest: +NORMALIZE_WHITESPACE
     [('higher_class_never_loses_more', 'fail'), ('class3_loss_lower_with_dilos', 'pass'),
      ('class3_loss_lower_with_dilos_sd_p', 'not applicable'),
      ('input_overloads_node', 'pass'),
+     ('dilos_and_separate_see_the_same_arrivals', 'pass'),
+     ('sd_c_overloads_only_class_3', 'pass'),
      ('no_manager_misses_class3_target', 'not applicable'),
      ('higher_class_lower_latency', 'not applicable')]
+    >>> runs[1] = run("dilos", (0.0, 0.0, 0.3), rates=(10.0, 10.0, 9.0))
+    >>> checks(cfg, runs)[4].why
+    'failed at aurora SD_c class 3: largest relative difference of the arrivals at the 2 boundaries both decided at 0.1 is not <= 0.01'
     """
     parts = [
         compare(f"{r['name']} class {hi} vs {hi + 1}", r["class_loss"][str(hi)], "<=",
@@ -428,17 +537,26 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
         for hi in (1, 2)
     ]  # fmt: skip
     overloaded = [
-        compare(f"{r['name']}", r["load_over_capacity"], ">", 1.0,
-                what="summed class load over H without a load manager")
+        compare(f"{r['name']}", r["arrivals_over_capacity"], ">", 1.0,
+                what="arrivals per second over the measured capacity")
         for r in runs
-        if r["config"] == "none"
+    ]  # fmt: skip
+    sd_c = [r for r in runs if r.get("input", "SD_c") == "SD_c"][:1]  # the same arrivals in all
+    premise = [
+        compare(f"{r['name']} class {c}", r["class_arrivals_over_share"][c], op, 1.0,
+                what=f"class {c}'s arrivals over its share of the measured capacity")
+        for r in sd_c
+        for c, op in (("1", "<="), ("2", "<="), ("3", ">"))
     ]  # fmt: skip
     return [
         every("higher_class_never_loses_more", parts,
               none_why="no separate or DILoS run measured"),
         _class3_lower(config, runs, "SD_c", "class3_loss_lower_with_dilos"),
         _class3_lower(config, runs, "SD_p", "class3_loss_lower_with_dilos_sd_p"),
-        every("input_overloads_node", overloaded, none_why="no run without a load manager"),
+        every("input_overloads_node", overloaded, none_why="no run measured"),
+        every("dilos_and_separate_see_the_same_arrivals", _same_arrivals(runs),
+              none_why="no manager ran both dilos and separate on one input"),
+        every("sd_c_overloads_only_class_3", premise, none_why="no SD_c run measured"),
         not_applicable("no_manager_misses_class3_target", NO_SCHEDULER),
         not_applicable("higher_class_lower_latency", SHARED_BATCHES),
     ]  # fmt: skip
@@ -497,6 +615,7 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             **{f"p95 c{c} (s)": r["class_latency_p95_s"][str(c)] for c in (1, 2, 3)},
             **{f"mean c{c} (s)": r["class_latency_mean_s"][str(c)] for c in (1, 2, 3)},
             "load / H": r["load_over_capacity"],
+            "arrivals / C": r["arrivals_over_capacity"],
         }
         for r in runs
     ]
@@ -507,13 +626,16 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             f"Three AVG queries, one per class (weights 6/3/1), rate shares "
             f"{'/'.join(num(x) for x in config.class_rates)}, arrival rate "
             f"{config.overload:g} x the capacity the first run measured (then the same for every "
-            f"run, each starting from the cost model that calibration fitted). SD_c: constant. SD_p: each class's SD_c rate times Pham's SD_p rate over "
+            f"run, each starting from the cost model that calibration fitted). SD_c: constant. "
+            f"SD_p: each class's SD_c rate times Pham's SD_p rate over "
             f"950 t/s, one bounded-Pareto draw (shape 1) per trigger interval, seed "
             f"{config.seed}; class 1's range changes every {num(config.pareto_epoch_s)} s "
             f"(Pham: 50 s). D = 3, 4, 5 trigger intervals of {num(config.trigger_s)} s (Pham: "
             f"300/400/500 ms against a 150 ms cycle). H = {num(config.capacity)}, split 6/3/1 "
-            f"per class (the common manager gets all of it and class 1's D); CRC "
-            f"{config.crc_cycles} intervals. Managers: {', '.join(config.managers)}. SD_c runs: "
+            f"per class (the common manager gets all of it and class 1's D); separate managers "
+            f"at fixed shares; DILoS lending (CRC {config.crc_cycles} intervals, 5 % reserve, "
+            f"and CQC's work-conserving split within the interval). Managers: "
+            f"{', '.join(config.managers)}. SD_c runs: "
             f"{', '.join(config.configs) or 'none'}; SD_p runs: "
             f"{', '.join(config.pareto_configs) or 'none'}. Runs of {num(config.duration_s)} s, "
             f"the first {num(config.warmup_s)} s left out."
@@ -525,17 +647,21 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
             "- The classes are lanes of one Spark plan and share micro-batches, so a class's "
             "latency differs from another's only by when its rows arrived: the latency order "
             "is not applicable. One streaming query per class in FAIR pools was not measured.\n"
-            "- The capacity split is work-conserving like Pham's CQC (what a class leaves idle "
-            "in an interval the shedding classes admit, by weight), for 'separate' and 'dilos' "
-            "alike; there is no per-class batching on a shared plan, so DILoS's explicit "
-            "redistribution can add to it only what the managers' own capacities miss (Pham "
-            "credits batching for DILoS's gain over CQC's implicit sharing, §6.2.2).\n"
+            "- 'separate' holds every class to its fixed share (no lending, no class shedding "
+            "for another); 'dilos' lends what a class does not use (Eq. 6.1 every CRC, and "
+            "CQC's work-conserving split within the interval) and puts the drops in priority "
+            "order. Pham's separate managers ran on CQC too, whose work conservation raised "
+            "classes 2 and 3's learned headroom without feedback (Fig. 26); with Aurora's fixed "
+            "H nothing is learned and on one plan the admissions are the split: here they "
+            "get none of it. There is no per-class batching "
+            "on a shared plan (Pham credits batching for part of DILoS's gain, §6.2.2).\n"
             "- With nothing shed the node's micro-batches grow and amortise their fixed cost, "
             "and no scheduler holds class 3 back: 'none' is compared with D nowhere "
             f"(no_manager_misses_class3_target, {NO_SCHEDULER}).\n"
             "- Every run fits its own cost model from its own micro-batches, so the same "
-            "arrivals can be a different load to its managers: compare the runs' 'load / H' "
-            "before their losses.\n"
+            "arrivals can be a different load to its managers: 'arrivals / C' (the arrival "
+            "rate over the measured capacity) is the input's load, the same for every "
+            "configuration of an input; 'load / H' is what the managers saw.\n"
             "- SD_p is compressed in time: class 1's range changes every "
             f"{num(config.pareto_epoch_s)} s against a CRC of {config.crc_cycles} intervals of "
             f"{num(config.trigger_s)} s (Pham: 50 s against 1.5 s), so a class that lent its "

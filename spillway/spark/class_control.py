@@ -9,7 +9,8 @@ controller hands :func:`spillway.control.classes.step` one
 lanes (Pham §6.1, Fig. 3):
 
 - ``arrived`` and ``load``: the class's arrivals (feeds' arrival clocks) and the executor time
-  they need at the plan's fitted cost; a plan's fixed overhead is split over the classes in
+  they need at the plan's fitted cost with nothing shed (kept and arrived cost, the terms the
+  node's capacity is calibrated at); a plan's fixed overhead is split over the classes in
   proportion to their arrivals;
 - ``processed`` and ``response_time_s``: the class's admitted rows of the micro-batches that
   finished, and their mean response time (arrival → result, Pham Def. 3): the feed time the
@@ -19,21 +20,27 @@ lanes (Pham §6.1, Fig. 3):
 Each class's drop fraction becomes the budget of that class's lanes: the policy is asked once
 per class, over that class's backlog only, to keep ``(1 − drop_k)`` of it (the ``dilos`` policy
 keeps a uniformly random subset, Pham §6.1.1). The class shares split the node's capacity
-through the managers: class ``k``'s manager starts from ``share_k · H`` and DILoS's pushes
-(Pham Eq. 6.1) move capacity between them every CRC. The split is work-conserving, as Pham's CQC
-scheduler is (§6.2.2): what a class leaves idle in an interval (its manager's capacity minus its
-load, when it sheds nothing) the classes that shed may admit, shared by their weights
-(:mod:`spillway.control.cqc`), with or without DILoS, so the separate managers and DILoS differ
-only in the feedback.
+through the managers: class ``k``'s manager starts from ``share_k · H``.
+
+- Separate per-class managers (``dilos`` False, Pham Table 8's third configuration): each class
+  keeps its fixed share (weights 6/3/1) and its own manager; nothing is lent between the
+  classes and no class sheds for another, so each class's drop is its own manager's.
+- DILoS (``dilos`` True): the class scheduler lends what a class does not use to the others,
+  every CRC (5 % reserve of the original share, quota conservation, Eq. 6.1 pushed onto the
+  managers, :mod:`spillway.control.dilos`); with ``work_conserving`` (default) its scheduler
+  also hands, within the interval, what a class that sheds nothing leaves idle (its manager's
+  capacity minus its load) to the classes that shed, by their weights, as Pham's CQC does
+  (§6.2.2, :mod:`spillway.control.cqc`).
 
 The classes share micro-batches (below), so they share one response time: the class with the
 strictest target ``D`` (class 1) would see it over its target first and its manager would shed
 for the load of every class, while class 3, with the loosest target, shed nothing (class 1 lost
-more than class 3 in real runs). The classes' drops are therefore put in priority order
-(:func:`spillway.control.cqc.in_priority_order`): a class's drop above a lower class's is shed
-by the lower classes instead, lowest first, so the lower classes absorb the node's loss before
-a higher class loses anything more than they do (Pham §6.3's relative priority; in Pham's CQC
-class 1 never waits for class 3's tuples at all).
+more than class 3 in real runs). Under DILoS the classes' drops are therefore put in priority
+order (:func:`spillway.control.cqc.in_priority_order`): a class's drop above a lower class's is
+shed by the lower classes instead, lowest first, so the lower classes absorb the node's loss
+before a higher class loses anything more than they do (Pham §6.3's relative priority; in
+Pham's CQC class 1 never waits for class 3's tuples at all). The separate managers do not hand
+shedding down: that would be a class-level policy, which they do not have.
 
 Three layouts (``ClassControlConfig.layout``) give Pham's Table 8 baselines on the same node,
 measured the same way per class (only who decides the drops differs):
@@ -66,14 +73,18 @@ Examples
 [0.6, 0.3, 0.1]
 >>> d = cc.decide(t=1.0, interval_s=0.5, loads=[0.2, 0.3, 0.6], arrived=[10, 10, 10],
 ...               queued_loads=[0.1, 0.1, 0.1])
->>> round(d.decisions[2].drop, 3)                # class 3's Aurora: shed L − H of L
-0.833
->>> [round(x, 3) for x in d.drops]               # with class 1's idle 0.4 (work-conserving)
-[0.0, 0.0, 0.167]
+>>> [round(x, 3) for x in d.drops]               # class 3's Aurora: shed L − H of L
+[0.0, 0.0, 0.833]
 >>> cc.observe(2, rows=10, response_s=1.2)
 >>> cc.note(arrived=[10, 10, 10], dropped=[0, 0, 7])
 >>> cc.summary()["classes"]["3"]["loss"]
 0.7
+>>> lends = ClassControl(ClassControlConfig(manager="aurora", query_class=(1, 2, 3),
+...                      settings={"capacity": 1.0}, dilos=True), trigger_s=0.5, n_queries=3)
+>>> d = lends.decide(t=1.0, interval_s=0.5, loads=[0.2, 0.3, 0.6], arrived=[10, 10, 10],
+...                  queued_loads=[0.1, 0.1, 0.1])
+>>> [round(x, 3) for x in d.drops]               # DILoS's CQC: class 1's idle 0.4 to class 3
+[0.0, 0.0, 0.167]
 >>> common = ClassControl(ClassControlConfig(manager="aurora", query_class=(1, 2, 3),
 ...                       settings={"capacity": 1.0}, dilos=False, layout="common"),
 ...                       trigger_s=0.5, n_queries=3)
@@ -149,15 +160,17 @@ class ClassControlConfig:
     weights : each class's priority (ints >= 1), class 1 first (Pham QN-A: 6, 3, 1).
     target_intervals : each class's delay target ``D``, in trigger intervals (> 0).
     dilos : whether DILoS redistributes capacity between the classes (Pham §6.1.3); False:
-        the shares stay at the weights' split (Pham's separate per-class managers).
+        Pham's separate per-class managers, each class at its weights' share, nothing lent
+        and nothing handed down (module notes).
     crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
     settings : the manager's own settings; ``capacity`` is the node's headroom ``H``, split
         over the classes by their weights (default :data:`DEFAULT_CAPACITY`).
     layout : one of :data:`LAYOUTS`: a manager per class (default), one ``common`` manager
         for the node (Pham's common load manager), or ``none`` (nothing shed); ``dilos``
         needs ``per-class``.
-    work_conserving : whether a class may admit what the others leave idle (Pham's CQC,
-        module notes; default True); False: each class admits only its manager's capacity.
+    work_conserving : with ``dilos``, whether a class may also admit within the interval what
+        the others leave idle (Pham's CQC, module notes; default True); False: DILoS lends only
+        every CRC. The separate managers (``dilos`` False) never lend.
 
     >>> ClassControlConfig(manager="aloma", query_class=(1, 4))
     Traceback (most recent call last):
@@ -240,8 +253,9 @@ class ClassControlConfig:
             managers=tuple(managers),
             priorities=self.weights,
             dilos=dilos if self.dilos else None,
-            work_conserving=self.work_conserving,
-            priority_order=True,
+            # separate managers: fixed shares, nothing lent or handed down (module notes)
+            work_conserving=self.dilos and self.work_conserving,
+            priority_order=self.dilos,
         )
 
     def common_config(self, trigger_s: float) -> classes.ClassesConfig:

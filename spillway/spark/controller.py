@@ -1271,7 +1271,7 @@ class NodeController:
                 ask = capacity
         units: _Units | None = None
         if self.class_control is not None and not (self._admit_all or capacity is None):
-            drops = self._class_drops(tau, count, est)
+            drops = self._class_drops(k, tau, count, est)
             keep = self._class_keep(k, backlog, lo, drops, sheds_always)
         elif ask is None:
             keep = offered.copy()
@@ -1422,7 +1422,7 @@ class NodeController:
         decided now, for their response times."""
         lc = self.load_control
         assert lc is not None
-        interval_s = self.config.trigger_s * self._span
+        interval_s = self._covered_s(k)
         one = np.zeros(len(self.lane_query), dtype=np.int64)
         w, q = self._work_and_queued(one, 1, count, est)
         work, queued = float(w[0]), float(q[0])
@@ -1440,6 +1440,13 @@ class NodeController:
         )
         return decision.drop
 
+    def _covered_s(self, k: int) -> float:
+        """The feed time decision ``k``'s arrivals came in: from the last decided boundary to
+        ``k``. A decision that came late (the batch before it ran long) covers more intervals
+        than the span planned for it; at the planned span the load was that many times too
+        high."""
+        return self.config.trigger_s * max(k - self._k_last, 1)
+
     def _work_and_queued(
         self,
         lane_group: np.ndarray,
@@ -1448,9 +1455,15 @@ class NodeController:
         est: Mapping[str, CostEstimate],
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per group of lanes (``lane_group``: each lane's group, ``n_groups`` of them): the
-        executor time ``count`` arrivals need at the plans' fitted costs ``est`` (a plan's
-        overhead split over the groups by their arrivals), and that plus the time of the
-        admitted tuples not yet processed (the queued load). One group: the whole node."""
+        executor time ``count`` arrivals need at the plans' fitted costs ``est`` with nothing
+        shed (a plan's overhead split over the groups by their arrivals, every arrival at its
+        kept and its arrived cost, as the calibration measures the node's capacity), and that
+        plus the time of the admitted tuples not yet processed (the queued load: their kept
+        cost and their segments' arrived cost). One group: the whole node.
+
+        Both per-tuple terms count: when nothing is shed the cost model cannot tell them apart
+        and its prior splits them, while a run that sheds fits the split, so a load at the
+        kept cost alone differed between runs of the same arrivals by how much they shed."""
         work = np.zeros(n_groups)
         queued = np.zeros(n_groups)
         for st in self._plans.values():
@@ -1459,23 +1472,26 @@ class NodeController:
             per_g = np.bincount(lane_group[ln], weights=count[ln], minlength=n_groups)
             total = float(per_g.sum())
             if total > 0:
-                work += e.overhead_s * per_g / total + e.per_tuple_s * per_g
+                work += e.overhead_s * per_g / total + (e.per_tuple_s + e.per_arrived_s) * per_g
             for seg in st.pending:
                 queued += e.per_tuple_s * np.bincount(
                     lane_group[ln], weights=seg.keep, minlength=n_groups
+                ) + e.per_arrived_s * np.bincount(
+                    lane_group[ln], weights=seg.end - seg.start, minlength=n_groups
                 )
         return work, queued + work
 
     def _class_drops(
-        self, tau: float, count: np.ndarray, est: Mapping[str, CostEstimate]
+        self, k: int, tau: float, count: np.ndarray, est: Mapping[str, CostEstimate]
     ) -> tuple[float, ...]:
-        """Every class's drop fraction at feed time ``tau`` (:mod:`spillway.spark.class_control`):
+        """Every class's drop fraction for decision ``k`` at feed time ``tau``
+        (:mod:`spillway.spark.class_control`):
         per class its arrivals, their load at the plans' fitted costs (a plan's overhead split
         by the classes' arrivals) and its queued load (:meth:`_work_and_queued`)."""
         cc = self.class_control
         assert cc is not None
         n_c = cc.config.n_classes
-        interval_s = self.config.trigger_s * self._span
+        interval_s = self._covered_s(k)
         work, queued = self._work_and_queued(self._lane_class, n_c, count, est)
         arrived = np.bincount(self._lane_class, weights=count, minlength=n_c)
         d = cc.decide(

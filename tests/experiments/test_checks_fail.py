@@ -235,13 +235,17 @@ ROWS: list[Row] = [
               "test_a_missing_mode_fails_and_no_run_is_not_applicable"),
     # ---------------------------------------- dilos
     elsewhere("dilos", "higher_class_never_loses_more class3_loss_lower_with_dilos "
-              "class3_loss_lower_with_dilos_sd_p input_overloads_node", FAIL,
+              "class3_loss_lower_with_dilos_sd_p input_overloads_node "
+              "dilos_and_separate_see_the_same_arrivals sd_c_overloads_only_class_3", FAIL,
               "class 1 loses 0.3 against class 2's 0.1 with DILoS; class 3 loses 0.3 with "
               "DILoS against 0.2 with separate managers on SD_c, 0.15 against 0.1 on SD_p; "
-              "with no manager the classes' load is 0.75 against H = 0.8",
+              "300 tuples/s arrive against a measured capacity of 400; DILoS's classes get "
+              "90 tuples/s against the separate managers' 100; on SD_c class 2's arrivals are "
+              "1.33 x its 30 % share of the measured capacity",
               "experiments/test_dilos.py::test_report_from_measured_records"),
     Row("dilos", ("higher_class_never_loses_more", "class3_loss_lower_with_dilos",
-                  "class3_loss_lower_with_dilos_sd_p", "input_overloads_node"), NA,
+                  "class3_loss_lower_with_dilos_sd_p", "input_overloads_node",
+                  "dilos_and_separate_see_the_same_arrivals", "sd_c_overloads_only_class_3"), NA,
         "no run measured", lambda: dl.checks(dl.make_config(quick=True), []),
         why="no ", tag="-empty"),
     Row("dilos", ("higher_class_lower_latency",), NA,

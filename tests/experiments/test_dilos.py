@@ -10,15 +10,16 @@ from spillway.errors import ConfigError
 from spillway.experiments import dilos as dl
 
 
-def _measured(config, manager, losses, rt=1.0, inp="SD_c", load=0.3):
+def _measured(config, manager, losses, rt=1.0, inp="SD_c", load=0.3, capacity=250.0, arrived=100):
     recs = [
-        {"t": float(t), "class": c, "arrived": 100, "dropped": int(100 * losses[c - 1]),
+        {"t": float(t), "class": c, "arrived": arrived, "dropped": int(arrived * losses[c - 1]),
          "processed": 50, "response_time_s": rt * c, "capacity": 0.1 * c, "load": load}
         for t in range(0, 40)
         for c in (1, 2, 3)
     ]  # fmt: skip
     return {"name": dl.run_name(config, manager, inp), "config": config, "manager": manager,
-            "input": inp, "rate": 9e3, "records": recs}  # fmt: skip
+            "input": inp, "rate": 9e3, "capacity_tuples_per_s": capacity,
+            "records": recs}  # fmt: skip
 
 
 def test_config_errors():
@@ -74,23 +75,29 @@ def test_report_from_measured_records(tmp_path):
         "class3_loss_lower_with_dilos": "pass",
         "class3_loss_lower_with_dilos_sd_p": "pass",
         "input_overloads_node": "pass",
+        "dilos_and_separate_see_the_same_arrivals": "pass",
+        "sd_c_overloads_only_class_3": "fail",  # equal class rates: class 2 at 1.33 x its share
         "no_manager_misses_class3_target": "not applicable",
         "higher_class_lower_latency": "not applicable",
     }
     assert by["none-aurora-SD_c"]["load_over_capacity"] == pytest.approx(0.9 / cfg.capacity)
+    # 100 tuples/s per class against a measured capacity of 250 tuples/s
+    assert by["none-aurora-SD_c"]["arrivals_over_capacity"] == pytest.approx(1.2)
+    assert by["dilos-aurora-SD_c"]["class_arrivals_over_share"]["3"] == pytest.approx(4.0)
     report = (tmp_path / "report.md").read_text()
     assert "not reproduced: the Spark node has no operator sharing" in report
     assert "85.37" in report and "8.53" in report
-    worse = [_measured("none", "aurora", (0.0, 0.0, 0.0), load=0.25),
+    worse = [_measured("none", "aurora", (0.0, 0.0, 0.0), capacity=400.0),
              _measured("separate", "aurora", (0.0, 0.0, 0.2)),
-             _measured("dilos", "aurora", (0.3, 0.1, 0.3)),
+             _measured("dilos", "aurora", (0.3, 0.1, 0.3), arrived=90),
              _measured("separate", "aurora", (0.0, 0.0, 0.1), inp="SD_p"),
              _measured("dilos", "aurora", (0.0, 0.0, 0.15), inp="SD_p")]  # fmt: skip
     verdicts = {c.name: c.verdict for c in dl.checks(cfg, [dl.summarise(cfg, m) for m in worse])}
     assert verdicts["higher_class_never_loses_more"] == "fail"
     assert verdicts["class3_loss_lower_with_dilos"] == "fail"
     assert verdicts["class3_loss_lower_with_dilos_sd_p"] == "fail"
-    assert verdicts["input_overloads_node"] == "fail"  # 0.75 of load against H = 0.8
+    assert verdicts["input_overloads_node"] == "fail"  # 300 tuples/s against 400 measured
+    assert verdicts["dilos_and_separate_see_the_same_arrivals"] == "fail"  # 90 against 100
     assert json.loads((tmp_path / "summary.json").read_text())["configs"][0]["name"]
     assert (tmp_path / "class_loss.png").exists() and (tmp_path / "report.md").exists()
     assert "dilos-aurora-SD_p" in (tmp_path / "records.csv").read_text()

@@ -144,20 +144,36 @@ def test_dilos_lends_class_one_s_unused_capacity_to_class_three():
     assert sum(with_dilos) == pytest.approx(sum(without))
 
 
-def test_a_class_admits_what_the_others_leave_idle_only_when_work_conserving():
-    def decide(wc: bool) -> tuple[float, ...]:
-        cc = ClassControl(
-            ClassControlConfig(manager="aurora", query_class=(1, 2, 3), dilos=False,
-                               settings={"capacity": 1.0}, work_conserving=wc),
-            trigger_s=0.5, n_queries=3,
-        )  # fmt: skip
-        d = cc.decide(t=1.0, interval_s=0.5, loads=[0.2, 0.3, 0.6], arrived=[10, 10, 10],
-                      queued_loads=[0.0, 0.0, 0.0])  # fmt: skip
-        assert cc.records[-1]["lent"] == pytest.approx(0.4 if wc else 0.0)
-        return d.drops
+def _decide_once(dilos: bool, loads, wc: bool = True) -> tuple[float, ...]:
+    cc = ClassControl(
+        ClassControlConfig(manager="aurora", query_class=(1, 2, 3), dilos=dilos,
+                           settings={"capacity": 1.0}, work_conserving=wc),
+        trigger_s=0.5, n_queries=3,
+    )  # fmt: skip
+    d = cc.decide(t=1.0, interval_s=0.5, loads=loads, arrived=[10, 10, 10],
+                  queued_loads=[0.0, 0.0, 0.0])  # fmt: skip
+    assert sum(r["lent"] for r in cc.records[-3:]) == pytest.approx(sum(d.lent))
+    return d.drops
 
-    assert decide(False) == pytest.approx((0.0, 0.0, 0.5 / 0.6))
-    assert decide(True) == pytest.approx((0.0, 0.0, 0.1 / 0.6))  # class 1's idle 0.4
+
+def test_dilos_admits_what_the_others_leave_idle_only_when_work_conserving():
+    loads = [0.2, 0.3, 0.6]
+    assert _decide_once(True, loads, wc=False) == pytest.approx((0.0, 0.0, 0.5 / 0.6))
+    assert _decide_once(True, loads) == pytest.approx((0.0, 0.0, 0.1 / 0.6))  # class 1's idle
+
+
+def test_separate_managers_keep_each_class_to_its_own_share():
+    # Pham's separate per-class managers: fixed 6/3/1 shares, no lending. Before, class 1's
+    # idle 0.4 went to class 3 (drop 0.167 instead of its manager's 0.833).
+    assert _decide_once(False, [0.2, 0.3, 0.6]) == pytest.approx((0.0, 0.0, 0.5 / 0.6))
+
+
+def test_separate_managers_do_not_hand_a_class_s_shedding_down():
+    # class 1 over its share (0.9 against 0.6), classes 2 and 3 under theirs: class 1 sheds
+    # what its manager decided. Before, classes 2 and 3 lent it their idle 0.25 and the
+    # priority order handed the rest to class 3: drops (0, 0, 0.5).
+    assert _decide_once(False, [0.9, 0.1, 0.05]) == pytest.approx((1 / 3, 0.0, 0.0))
+    assert _decide_once(True, [0.9, 0.1, 0.05])[0] == pytest.approx(0.0)
 
 
 def _layout(layout: str, capacity: float = 0.2):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from spillway.control import CostModelConfig
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.policies import make_policy
 from spillway.spark.controller import ControllerConfig, NodeController
@@ -93,3 +94,33 @@ def test_rows_without_a_known_arrival_time_still_count_as_processed():
     assert lc.records[-1]["processed"] == 50
     assert lc.records[-1]["response_time_s"] == 2.0
     assert lc.records[-1]["dropped"] == 7  # CTRL's virtual queue leaves the shed tuples out
+
+
+def test_the_load_counts_every_arrival_at_its_kept_and_its_arrived_cost():
+    # The calibration measures the node's capacity at both per-tuple terms (nothing shed), so
+    # the load the managers compare with it counts both. Before, it left the per-arrived term
+    # out: here a third of the per-tuple work (load 0.80 instead of 0.90).
+    lc = LoadControlConfig(manager="aurora", target_intervals=2, settings={"capacity": 0.4})
+    costs = CostModelConfig(warmup_batches=2, prior_per_tuple_s=2e-3, prior_per_arrived_s=1e-3)
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, load_control=lc, cost_model=costs)
+    c = NodeController(cfg, _plans(), make_policy("uniform", seed=1), epoch_s=100.0)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    rec = c.load_control.records[-1]
+    est = c.cost_estimates()
+    assert est["avg"].per_arrived_s == pytest.approx(1e-3)
+    per_tuple = est["avg"].per_tuple_s + est["avg"].per_arrived_s
+    work = sum(e.overhead_s for e in est.values()) + per_tuple * rec["arrived"]
+    assert rec["load"] == pytest.approx(work / 1.0)
+
+
+def test_a_late_decision_s_load_is_over_the_intervals_its_arrivals_came_in():
+    # Decision 4 after decision 1 (the batch before it ran long): its arrivals came in 3 s.
+    # Before, the load was taken over the planned span of 1 s: 3 times too high.
+    c = _controller("aurora", capacity=0.4)
+    c.latest_offset("avg", c.initial_offset("avg"))
+    c.decide(4)
+    rec = c.load_control.records[-1]
+    est = c.cost_estimates()
+    work = sum(e.overhead_s for e in est.values()) + est["avg"].per_tuple_s * rec["arrived"]
+    assert rec["arrived"] > 0
+    assert rec["load"] == pytest.approx(work / 3.0)
