@@ -660,6 +660,8 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     7
     >>> _covered(a, dict(a, b=2, end=[9, 10], read={"0": [[5, 9, 1]]}))  # lane 0 reads 1 of 4
     4
+    >>> _covered(a, dict(a, b=2, end=[9, 10], read={"1": [[7, 10, 2]]}), unread=[False, True])
+    6
     """
     if start is None or end is None:
         return None
