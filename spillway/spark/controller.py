@@ -134,8 +134,11 @@ sample of it, CoD §V), the offset carries the sample's size per lane and range
 (:attr:`~spillway.spark.source.PlanOffset.read`), executors derive the keys of the sample only
 and keep within it, and every other tuple is shed unread, as a log lane's tuples already are.
 A group with no tuple in the sample is not seen at all (CoD's missing groups count only the
-groups seen). Logs are left out (their records are fetched to be scanned; their groups are
-counted from :data:`LOG_GROUP_SAMPLE` records as before).
+groups seen). A log lane (Kafka, a folder) is read the same way, in
+:data:`~spillway.spark.source.LOG_RUNS` runs (each is a seek): its executors fetch and parse
+only the bounded read, once, and keep from what they fetched; its driver counts groups on at
+most :data:`LOG_GROUP_SAMPLE` records of the read (one run inside each of its runs), scaled to
+the read, as it does on a whole log range without a bound.
 
 Batch span
 ----------
@@ -657,6 +660,8 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     7
     >>> _covered(a, dict(a, b=2, end=[9, 10], read={"0": [[5, 9, 1]]}))  # lane 0 reads 1 of 4
     4
+    >>> _covered(a, dict(a, b=2, end=[9, 10], read={"1": [[7, 10, 2]]}), unread=[False, True])
+    6
     """
     if start is None or end is None:
         return None
@@ -666,7 +671,11 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
         return None
     if s.n_lanes != e.n_lanes or (unread is not None and len(unread) != e.n_lanes):
         return None
-    skip = [bool(unread[j]) and j not in e.groups for j in range(e.n_lanes)] if unread else None
+    skip = (
+        [bool(unread[j]) and j not in e.groups and j not in e.read for j in range(e.n_lanes)]
+        if unread
+        else None
+    )
     return int(
         sum(
             sum(t[2] for t in e.read[j]) if j in e.read else max(b - a, 0)
@@ -895,9 +904,9 @@ class NodeController:
             lane_key(self.config.seed, self._plan_names[p], q, s)
             for p, q, s in zip(lane_plan, lane_query, lane_source, strict=True)
         ]
-        #: Lanes a bounded group read may cover: generated ones (a log's records are fetched
-        #: to be scanned; its groups are counted from a small sample instead).
-        self._readable = ~self._lane_log
+        #: Lanes a bounded group read may cover: every lane (a log's too: its executors read
+        #: the bounded runs only, its driver counts groups on a sample of them, _log_sample).
+        self._readable = np.ones(len(lane_query), dtype=bool)
         self.lane_n_sources = np.array(
             [self._queries[q].sic_sources or self._queries[q].feed.n_sources for q in lane_query],
             dtype=np.int64,
@@ -1680,9 +1689,15 @@ class NodeController:
             feed = self._queries[int(self.lane_query[lane])].feed
             src = int(self.lane_source[lane])
             bounded = read is not None and int(read[lane]) < b - a
+            whole = int(read[lane]) if bounded and read is not None else b - a
             idx = (
-                read_index(((a, b, int(read[lane])),), self._read_keys[lane])
-                if bounded and read is not None
+                self._log_sample(
+                    lane,
+                    read_index(
+                        ((a, b, whole),), self._read_keys[lane], log=bool(self._lane_log[lane])
+                    ),
+                )
+                if bounded
                 else self._scan_index(lane, a, b)
             )
             values = None
@@ -1702,8 +1717,8 @@ class NodeController:
                 mean = np.bincount(inv, weights=values, minlength=uniq.size) / cnt
                 dev = values - mean[inv]
                 var = np.bincount(inv, weights=dev * dev, minlength=uniq.size) / cnt
-            if idx.size < b - a and not bounded:  # a sample: its counts scaled to the lane
-                cnt = scaled_counts(cnt, b - a)
+            if idx.size < whole:  # a sample: its counts scaled to the lane (or to its read)
+                cnt = scaled_counts(cnt, whole)
             parts.append((lane, uniq, cnt.astype(np.int64), mean, var))
         lane_arr = np.concatenate([np.full(p[1].size, p[0], np.int64) for p in parts])
         return _Units(
@@ -2070,6 +2085,16 @@ class NodeController:
     def _lane_keys(self, lane: int, idx: np.ndarray) -> np.ndarray:
         feed = self._queries[int(self.lane_query[lane])].feed
         return np.asarray(feed.keys(int(self.lane_source[lane]), idx), dtype=np.int64)
+
+    def _log_sample(self, lane: int, idx: np.ndarray) -> np.ndarray:
+        """Of a bounded read ``idx`` of a log lane, the at most :data:`LOG_GROUP_SAMPLE`
+        tuples the driver fetches to count its groups: one run inside each of the read's
+        :data:`~spillway.spark.source.LOG_RUNS` runs (each run is a seek; seeded by the lane as
+        :meth:`_scan_index`); ``idx`` itself for any other lane, or a read that small. The
+        executors read all of ``idx``."""
+        if not self._lane_log[lane] or idx.size <= LOG_GROUP_SAMPLE:
+            return idx
+        return idx[select_kept_runs(0, idx.size, LOG_GROUP_SAMPLE, _SAMPLE_KEY ^ lane)]
 
     def _scan_index(self, lane: int, lo: int, hi: int) -> np.ndarray:
         """The tuples of ``[lo, hi)`` whose keys a per-group decision scans: all of them, or

@@ -567,25 +567,28 @@ READ_RUNS = 64
 _READ_SALT = 0x5A3B1E
 
 
-def read_index(reads: Sequence[tuple[int, int, int]], key: int) -> np.ndarray:
+def read_index(reads: Sequence[tuple[int, int, int]], key: int, *, log: bool = False) -> np.ndarray:
     """The tuple indices a bounded group read covers, ascending: for every ``(lo, hi, m)``,
-    the ``m`` indices of ``[lo, hi)`` in :data:`READ_RUNS` contiguous runs
-    (:func:`select_kept_runs`, keyed by the lane's ``key`` and ``lo``, so the driver that
-    decides and the executor that reads pick the same tuples, and a replay too).
+    the ``m`` indices of ``[lo, hi)`` in :data:`READ_RUNS` contiguous runs, or
+    :data:`LOG_RUNS` for a ``log`` (each run is a seek there, :func:`select_kept_runs`),
+    keyed by the lane's ``key`` and ``lo``, so the driver that decides and the executor that
+    reads pick the same tuples, and a replay too.
 
     Why: a per-group decision (CoD) needs every tuple's group key, and deriving it costs about
-    as much as generating the row; under heavy overload the controller reads only a bounded
-    sample of the range, decides on its exact group counts, and sheds the rest unread
-    (docs/design.md, "Bounded group reads").
+    as much as generating the row (a log's record is fetched and parsed for it); under heavy
+    overload the controller reads only a bounded sample of the range, decides on its group
+    counts, and sheds the rest unread (docs/design.md, "Bounded group reads").
 
     >>> read_index([(0, 100, 8), (100, 104, 4)], 3).tolist()[-4:]
     [100, 101, 102, 103]
     >>> len(read_index([(0, 1000, 50)], 7)), read_index([(5, 5, 0)], 7).tolist()
     (50, [])
+    >>> int((np.diff(read_index([(0, 10_000, 640)], 7, log=True)) > 1).sum())  # 16 runs
+    15
     """
+    runs = LOG_RUNS if log else READ_RUNS
     parts = [
-        select_kept_runs(lo, hi, m, _mix64(key ^ _READ_SALT ^ lo), runs=READ_RUNS)
-        for lo, hi, m in reads
+        select_kept_runs(lo, hi, m, _mix64(key ^ _READ_SALT ^ lo), runs=runs) for lo, hi, m in reads
     ]
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
@@ -1144,27 +1147,35 @@ def read_batches(
         groups = partition.groups[j] if partition.groups is not None else None
         reads = getattr(partition, "reads", None)
         read = reads[j] if reads is not None else None
+        fetched = None  # a log's records read once for their keys: the kept are taken from them
         if read is not None:  # a bounded group read: only these tuples are looked at
-            idx = read_index(read, key)
-            kept = (
-                idx
-                if groups is None
-                else select_kept_groups(
-                    lo, hi, key, feed.keys(sid, idx), groups[0], groups[1], index=idx
-                )
-            )
+            idx = read_index(read, key, log=feed.log)
+        if groups is None and read is not None:
+            kept = idx
         elif groups is None and feed.log:  # a log: read only what is kept
             kept = select_kept_runs(lo, hi, int(partition.keep[j]), key)
         elif groups is None:
             kept = select_kept(lo, hi, int(partition.keep[j]), key)
         else:
-            keys = feed.keys(sid, np.arange(lo, hi, dtype=np.int64))
-            kept = select_kept_groups(lo, hi, key, keys, groups[0], groups[1])
+            scan = idx if read is not None else np.arange(lo, hi, dtype=np.int64)
+            if feed.log:
+                fetched = feed.records(sid, scan, partition.epoch_us / 1e6)
+                if fetched.get("offset") is not None:  # less the offsets a compaction removed
+                    scan = np.asarray(fetched["offset"], dtype=np.int64)
+                keys = np.asarray(fetched["key"], dtype=np.int64)
+            else:
+                keys = feed.keys(sid, scan)
+            index = scan if read is not None or fetched is not None else None
+            kept = select_kept_groups(lo, hi, key, keys, groups[0], groups[1], index=index)
         at = 0
         while at < kept.size:
             idx = kept[at : at + max_rows - held]
             at += idx.size
-            r = feed.records(sid, idx, partition.epoch_us / 1e6)
+            r = (
+                feed.records(sid, idx, partition.epoch_us / 1e6)
+                if fetched is None
+                else _taken(fetched, np.searchsorted(scan, idx))
+            )
             n = len(r["key"])
             cols["query_id"].append(np.full(n, qid, dtype=np.int32))
             cols["source_id"].append(np.full(n, sid, dtype=np.int32))
@@ -1201,6 +1212,22 @@ def read_batches(
                 held = 0
     if held:
         yield _arrow_batch(cols)
+
+
+def _taken(records: Mapping[str, Any], pos: np.ndarray) -> dict[str, Any]:
+    """The rows ``pos`` of a feed's :meth:`~spillway.feeds.base.Feed.records` (its per-row
+    arrays sliced; a column given once for all rows, such as a Kafka lane's topic, kept).
+
+    >>> r = {"key": np.array([4, 5, 6]), "topic": "t", "sic": None}
+    >>> t = _taken(r, np.array([2, 0]))
+    >>> t["key"].tolist(), t["topic"], t["sic"]
+    ([6, 4], 't', None)
+    """
+    n = len(records["key"])
+    return {
+        c: v[pos] if isinstance(v, np.ndarray) and v.ndim == 1 and len(v) == n else v
+        for c, v in records.items()
+    }
 
 
 def _log_column(name: str, value: Any, n: int) -> Any:

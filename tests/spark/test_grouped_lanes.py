@@ -455,3 +455,83 @@ def test_merged_segments_with_bounded_reads_keep_each_segments_decision():
 def test_group_read_is_validated():
     with pytest.raises(ConfigError, match="group_read must be a number >= 1 or None, got 0.5"):
         ControllerConfig(group_read=0.5)
+
+
+class _CountingLog(ListFeed):
+    """A keyed log remembering every payload it was asked for (driver and executor copies
+    alike: the record is kept on the class)."""
+
+    log = True
+    asked: list = []
+
+    def payload(self, source, index):
+        _CountingLog.asked.append((int(source), np.asarray(index, dtype=np.int64).copy()))
+        return super().payload(source, index)
+
+
+def _counting_log(**kw):
+    base = _keyed_feed(**kw)
+    _CountingLog.asked = []
+    return _CountingLog(times=base._t, values=base._v, keys=base._k)
+
+
+def test_an_overloaded_log_lane_is_read_in_part_each_record_fetched_once(monkeypatch):
+    import spillway.spark.controller as ctl
+    from spillway.spark.source import lane_key, read_index
+
+    monkeypatch.setattr(ctl, "LOG_GROUP_SAMPLE", 150)
+    feed = _counting_log(rates=(2000.0, 1000.0), seconds=3.0, n_keys=40)
+    pol = RecordingCoD(kind="grouped")
+    c = _controller(pol, [_plan(feed)], capacity=300, group_read=2.0)
+    s = c.initial_offset("avg")
+    off = PlanOffset.from_json(c.latest_offset("avg", s))
+    # 3,000 arrived, 2 x 300 read, shared by backlog (2:1): a log is bounded like any lane
+    assert {j: [t[2] for t in r] for j, r in off.read.items()} == {0: [400], 1: [200]}
+    reads = {j: read_index(off.read[j], lane_key(5, "avg", 0, j), log=True) for j in range(2)}
+    assert all(int((np.diff(r) > 1).sum()) < 16 for r in reads.values())  # 16 runs: 16 seeks
+    # the driver fetched a sample of the read (at most LOG_GROUP_SAMPLE), never outside it
+    driver = {}
+    for lane, idx in _CountingLog.asked:
+        assert np.isin(idx, reads[lane]).all()
+        driver[lane] = driver.get(lane, 0) + idx.size
+    assert driver == {0: 150, 1: 150}
+    ((backlog, keep, _),) = pol.calls
+    sel = backlog.lane_source == 0  # lane 0's counts: its sample scaled to the read
+    assert int(backlog.count[sel].sum()) == 400
+    # the executors fetch each lane's read once, and nothing else
+    _CountingLog.asked = []
+    table = pa.Table.from_batches(
+        [read_partition(p) for p in plan_partitions(c.describe("avg"), PlanOffset.from_json(s),
+                                                     off)])  # fmt: skip
+    assert sorted((lane, idx.tolist()) for lane, idx in _CountingLog.asked) == sorted(
+        (lane, r.tolist()) for lane, r in reads.items()
+    )
+    got = _rows_per_group(table)
+    for lane in range(2):  # a group the offset lists keeps its count of the read, others all
+        listed = dict(zip(*off.groups.get(lane, ((), ())), strict=True))
+        for g, n in _group_counts_at(feed, lane, reads[lane]).items():
+            assert got.get((lane, g), 0) == min(listed.get(g, n), n)
+    # on estimated counts, the rows kept are the budget within the sample's error
+    assert sum(keep) == 300 and abs(table.num_rows - 300) <= 60
+
+
+def test_a_log_lane_decided_per_group_is_fetched_once_without_a_bound():
+    feed = _counting_log()
+    c = _controller(CoD(kind="grouped", b=0.9), [_plan(feed)], capacity=1e9)
+    s = c.initial_offset("avg")
+    e = PlanOffset.from_json(c.latest_offset("avg", s))
+    assert e.groups and not e.read  # per group, whole ranges
+    _CountingLog.asked = []
+    table = pa.Table.from_batches(
+        [read_partition(p) for p in plan_partitions(c.describe("avg"), PlanOffset.from_json(s),
+                                                     e)])  # fmt: skip
+    # one fetch a lane, of its whole range (the old read fetched the kept records again)
+    assert sorted((lane, idx.tolist()) for lane, idx in _CountingLog.asked) == [
+        (lane, list(range(e.end[lane]))) for lane in range(2)
+    ]
+    assert _rows_per_group(table) == _expected_rows(feed, PlanOffset.from_json(s), e)
+
+
+def _group_counts_at(feed, source, idx):
+    u, c = np.unique(feed.keys(source, idx), return_counts=True)
+    return dict(zip(u.tolist(), c.tolist(), strict=True))
