@@ -33,7 +33,7 @@ Examples
 --------
 >>> cfg = make_config(quick=True)
 >>> cfg.modes, cfg.duration_s, cfg.latency_bound_s
-(('coordinated', 'uncoordinated', 'random'), 100.0, 30.0)
+(('coordinated', 'uncoordinated', 'random'), 110.0, 30.0)
 >>> fed = federation(cfg, "uncoordinated")
 >>> fed.coordinated, fed.policies, [q.name for q in fed.queries]
 (False, ('balance-sic', 'balance-sic', 'balance-sic'), ['local-a', 'local-b', 'local-c', 'shared'])
@@ -76,12 +76,13 @@ DESCRIPTION = (
 MODES: tuple[str, ...] = ("coordinated", "uncoordinated", "random")
 NODES: tuple[str, ...] = ("a", "b", "c")
 #: Tuples per second per source of each node-local query: the unequal overload. With 10
-#: sources a fragment, nodes a, b and c receive 120,000, 84,000 and 60,000 tuples/s; the nodes
-#: measured 17,000-29,000 tuples/s each on this machine, and kept everything at an eighth of
-#: these rates (a quick run of 2026-11-27, 13:57 UTC).
-LOCAL_RATES: tuple[float, float, float] = (7200.0, 3600.0, 1200.0)
+#: sources a fragment, nodes a, b and c receive 600,000, 420,000 and 300,000 tuples/s. The
+#: nodes' cost models raise their capacity as they learn: at 120,000, 84,000 and 60,000
+#: tuples/s (a quick run of 2026-11-27, 14:06 UTC) they measured 108,000-168,000 tuples/s
+#: after 100 s and the uncoordinated run kept everything from 70 s on.
+LOCAL_RATES: tuple[float, float, float] = (36000.0, 18000.0, 6000.0)
 #: Tuples per second per source of the shared query (its fragment on every node).
-SHARED_RATE = 4800.0
+SHARED_RATE = 24000.0
 #: THEMIS Fig. 4 (§5.2): the query SIC with and without ``updateSIC``, and Jain of each.
 PAPER_SIC = {"coordinated": (0.3, 0.3, 0.3), "uncoordinated": (0.2, 0.45, 0.2)}
 PAPER_JAIN = {"coordinated": 1.0, "uncoordinated": 0.8525}
@@ -151,12 +152,13 @@ class SparkFederationConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> SparkFederationConfig:
-    """Runs of 240 s (measured from 60 s on), or quick ones of 100 s (from 50 s on).
+    """Runs of 240 s (measured from 60 s on), or quick ones of 110 s (from 60 s on: the nodes'
+    capacities settle in the first minute).
 
     The quick runs keep the rates: the overload, what the study is about, is the same.
     """
     if quick:
-        return SparkFederationConfig(duration_s=100.0, warmup_s=50.0, seed=seed)
+        return SparkFederationConfig(duration_s=110.0, warmup_s=60.0, seed=seed)
     return SparkFederationConfig(seed=seed)
 
 

@@ -19,7 +19,7 @@ QUERIES = ("local-a", "local-b", "local-c", "shared")
 
 
 def _run(mode: str, sic: tuple[float, ...], *, kept: float = 0.4, p95: float = 15.0) -> dict:
-    """A run as ``measure`` returns it: the coordinator's SIC each second from 0 to 100 s (0
+    """A run as ``measure`` returns it: the coordinator's SIC each second from 0 to 110 s (0
     before 30 s: no watermark yet), every node's p95 latency and kept share."""
     timeline = [
         {"elapsed_s": float(t), "sic": dict(zip(QUERIES, sic if t >= 30 else (0.0,) * 4,
@@ -27,7 +27,7 @@ def _run(mode: str, sic: tuple[float, ...], *, kept: float = 0.4, p95: float = 1
          "jain": None, "latency_p95_s": {n: p95 for n in sf.NODES},
          "arrived": {n: 10_000 * t for n in sf.NODES},
          "kept": {n: int(10_000 * t * kept) for n in sf.NODES}}
-        for t in range(101)
+        for t in range(111)
     ]  # fmt: skip
     nodes = {n: {"capacity_tuples_per_s": 2500.0} for n in sf.NODES}
     return {"mode": mode, "summary": {"nodes": nodes}, "timeline": timeline}
@@ -46,7 +46,7 @@ def _measured(**over: Any) -> dict[str, Any]:
 def test_the_report_of_three_runs_names_the_issues_values(tmp_path: Path) -> None:
     cfg = sf.make_config(quick=True)
     summary = sf.EXPERIMENT.write(cfg, _measured(), tmp_path)
-    # from 50 s (the warm-up) to 100 s: Jain over each query's mean SIC
+    # from 60 s (the warm-up) to 110 s: Jain over each query's mean SIC
     assert summary["jain_coordinated"] == pytest.approx(0.9997, abs=1e-4)
     assert summary["jain_uncoordinated"] == pytest.approx(0.9458, abs=1e-4)
     assert summary["jain_random"] < 0.95
@@ -104,7 +104,7 @@ def test_the_three_federation_files_differ_only_in_shedding(tmp_path: Path) -> N
     with pytest.raises(UnknownNameError, match="mode must be one of"):
         sf.federation(cfg, "fifo")
     with pytest.raises(ConfigError, match="warmup_s .* must be below duration_s"):
-        replace(cfg, warmup_s=100.0)
+        replace(cfg, warmup_s=cfg.duration_s)
     assert get_experiment("spark-federation") is sf
 
 
