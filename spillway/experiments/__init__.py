@@ -59,6 +59,9 @@ Registered:
   §6, SIC against result error on Spark with a random shedder as load rises;
 - ``single-node-fairness`` (:mod:`~spillway.experiments.single_node_fairness`): THEMIS Fig. 8,
   Jain's index of BALANCE-SIC and random shedding as queries are added;
+- ``spark-federation`` (:mod:`~spillway.experiments.spark_federation`): THEMIS Fig. 4's
+  situation on 3 Spark nodes (``spillway federation up``), coordinated BALANCE-SIC vs
+  uncoordinated vs random under an unequal overload;
 - ``stw-validation`` (:mod:`~spillway.experiments.stw_validation`): THEMIS §7, mean SIC of
   underloaded TOP-5 queries with a 10 s and a 100 s source time window.
 
@@ -85,7 +88,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, dilos, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, stw-validation, wan-burst; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, dilos, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, spark-federation, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -110,6 +113,7 @@ from spillway.experiments import (
     shedding_interval,
     sic_correlation,
     single_node_fairness,
+    spark_federation,
     stw_validation,
     wan_burst,
 )
@@ -125,6 +129,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,
+    "spark-federation": spark_federation,
     "stw-validation": stw_validation,
     "federated-fairness": federated_fairness,
     "shedding-interval": shedding_interval,

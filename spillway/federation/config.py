@@ -8,9 +8,11 @@ a consumer producing the query's result. The file names them::
     stw_s = 10.0
     slide_s = 0.25
     timeout_s = 1.0        # a node silent this long is lost
+    coordinated = true     # false: every node balances its own local SIC only (Fig. 4, top)
 
     [[nodes]]
     name = "a"
+    policy = "balance-sic" # the node's shedding policy (default balance-sic)
 
     [[queries]]
     name = "avg"
@@ -27,6 +29,11 @@ a consumer producing the query's result. The file names them::
 numbered in file order). A replicated output (``to`` naming several consumers) gives each
 ``1/k`` of the SIC (DISSP Assumption 9).
 
+``coordinated = false`` keeps the coordinator running (it still computes every query's Eq. 4,
+for the live view and the report) but the nodes ignore its values: each balances the SIC its
+own fragments secured, THEMIS Fig. 4's uncoordinated nodes. A node's ``policy`` is a name of
+:data:`spillway.policies.POLICIES` (``random`` sheds uniformly, ignoring SIC).
+
 Examples
 --------
 >>> cfg = FederationConfig.from_dict({
@@ -39,6 +46,13 @@ Examples
 ([0, 1], [0], [1])
 >>> FederationConfig.from_dict(cfg.to_dict()) == cfg
 True
+>>> cfg.policy_of("b"), cfg.coordinated
+('balance-sic', True)
+>>> FederationConfig.from_dict({**cfg.to_dict(), "nodes": [{"name": "a", "policy": "random"},
+...     {"name": "b", "policy": "fifo"}]})
+Traceback (most recent call last):
+...
+spillway.errors.ConfigError: nodes[1].policy must be one of balance-sic, cod, dilos, random, uniform; got 'fifo'
 >>> FederationConfig.from_dict({"nodes": [{"name": "a"}], "queries": [{"name": "q",
 ...     "fragments": [{"name": "f", "node": "z", "sources": 1}]}]})
 Traceback (most recent call last):
@@ -58,8 +72,12 @@ from typing import Any
 import numpy as np
 
 from spillway.errors import ConfigError, InputDataError
+from spillway.policies import POLICIES
 from spillway.quality.coordination import CoordinatorConfig, QueryLayout
 from spillway.quality.sic import StwConfig
+
+#: A node's shedding policy unless its ``[[nodes]]`` entry names one.
+DEFAULT_POLICY = "balance-sic"
 
 
 def _name(value: Any, where: str) -> str:
@@ -167,6 +185,11 @@ class FederationConfig:
         The source time window of Eq. 4 and its slide (THEMIS: 10 s and 250 ms).
     timeout_s : float
         A node not heard from this long is lost.
+    coordinated : bool
+        Whether the nodes balance the coordinator's values (THEMIS §5.2 ``updateSIC``); False:
+        each node balances its local SIC only (the coordinator still measures Eq. 4).
+    policies : tuple of str
+        Each node's shedding policy, in ``nodes`` order (empty: ``balance-sic`` everywhere).
 
     Each query's Eq. 4 sums the STW ending at its watermark, where its results are complete:
     the nodes report their progress (:class:`~spillway.quality.coordination.SicCoordinator`,
@@ -185,6 +208,8 @@ class FederationConfig:
     stw_s: float = 10.0
     slide_s: float = 0.25
     timeout_s: float = 1.0
+    coordinated: bool = True
+    policies: tuple[str, ...] = ()
     _layout: QueryLayout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -200,6 +225,21 @@ class FederationConfig:
             raise ConfigError(f"queries must list uniquely named queries, got {qnames}")
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "queries", tuple(self.queries))
+        if not isinstance(self.coordinated, bool):
+            raise ConfigError(
+                f"coordinator coordinated must be true or false, got {self.coordinated!r}"
+            )
+        policies = tuple(self.policies) or (DEFAULT_POLICY,) * len(nodes)
+        if len(policies) != len(nodes):
+            raise ConfigError(
+                f"policies must name one policy per node ({len(nodes)}), got {len(policies)}"
+            )
+        for i, p in enumerate(policies):
+            if not isinstance(p, str) or p not in POLICIES:
+                raise ConfigError(
+                    f"nodes[{i}].policy must be one of {', '.join(sorted(POLICIES))}; got {p!r}"
+                )
+        object.__setattr__(self, "policies", policies)
         for qi, q in enumerate(self.queries):
             for fi, f in enumerate(q.fragments):
                 if f.node not in nodes:
@@ -253,6 +293,10 @@ class FederationConfig:
         file order)."""
         return self._layout
 
+    def policy_of(self, node: str) -> str:
+        """The shedding policy of node ``node`` (:meth:`node_index` refuses an unknown one)."""
+        return self.policies[self.node_index(node)]
+
     def node_index(self, name: str) -> int:
         """The number of node ``name``.
 
@@ -281,16 +325,21 @@ class FederationConfig:
                 "[coordinator] lag_s is no longer used: each query's STW ends where its results "
                 "are complete, as the nodes report their progress; remove it"
             )
-        bad = sorted(set(coord) - {"stw_s", "slide_s", "timeout_s"})
+        bad = sorted(set(coord) - {"stw_s", "slide_s", "timeout_s", "coordinated"})
         if bad:
             raise ConfigError(
-                f"[coordinator] has unknown keys {bad}; known: slide_s, stw_s, timeout_s"
+                f"[coordinator] has unknown keys {bad}; known: coordinated, slide_s, stw_s, "
+                "timeout_s"
             )
         nodes = []
+        policies = []
         for i, n in enumerate(_tables(data.get("nodes"), "nodes")):
-            if set(n) != {"name"}:
-                raise ConfigError(f"nodes[{i}] must have exactly the key 'name', got {sorted(n)}")
+            if "name" not in n or not set(n) <= {"name", "policy"}:
+                raise ConfigError(
+                    f"nodes[{i}] must have the key 'name' and may have 'policy', got {sorted(n)}"
+                )
             nodes.append(n["name"])
+            policies.append(n.get("policy", DEFAULT_POLICY))
         queries = []
         for qi, q in enumerate(_tables(data.get("queries"), "queries")):
             _unknown(f"queries[{qi}]", q, QueryEntry)
@@ -311,7 +360,7 @@ class FederationConfig:
                 )
             shape = {k: q[k] for k in ("kind", "feed", "rate") if k in q}
             queries.append(QueryEntry(name=q.get("name"), fragments=tuple(frags), **shape))  # type: ignore[arg-type]
-        return cls(nodes=tuple(nodes), queries=tuple(queries), **coord)
+        return cls(nodes=tuple(nodes), queries=tuple(queries), policies=tuple(policies), **coord)
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML tables as a dict (:meth:`from_dict` round-trips it)."""
@@ -320,8 +369,11 @@ class FederationConfig:
                 "stw_s": self.stw_s,
                 "slide_s": self.slide_s,
                 "timeout_s": self.timeout_s,
+                "coordinated": self.coordinated,
             },
-            "nodes": [{"name": n} for n in self.nodes],
+            "nodes": [
+                {"name": n, "policy": p} for n, p in zip(self.nodes, self.policies, strict=True)
+            ],
             "queries": [
                 {
                     "name": q.name,

@@ -17,7 +17,10 @@ coordinator no longer hears from is marked lost and the others keep shedding), u
 ``--duration`` seconds after every node is up, Ctrl-C or SIGTERM. It then stops the nodes
 (SIGTERM: each finishes its batch and writes its results), the coordinator and the broker it
 started, kills any process group still alive, and writes ``summary.json`` and ``report.md``
-into ``--out``.
+into ``--out``; ``timeline.jsonl`` holds the view's course, a line a second once every node is
+up (:func:`timeline_entry`). Each node sheds with its ``[[nodes]]`` entry's ``policy`` and
+balances the coordinator's values unless the file's ``[coordinator]`` says ``coordinated =
+false`` (:mod:`spillway.federation.config`).
 
 ``node`` runs one node (:mod:`spillway.spark.fed_node`): its fragments' sources and link
 topics as the queries of one :class:`~spillway.spark.node.Node`, its upstream fragments'
@@ -99,6 +102,8 @@ def add_federation_command(sub: Any) -> None:
                     help="the broker's folder (default: that of 'spillway kafka up')")  # fmt: skip
     up.add_argument("--kafka-port", type=int, default=0, metavar="PORT",
                     help="the broker's port when it is started here (default: a free one)")  # fmt: skip
+    up.add_argument("--seed", type=int, default=0, metavar="N",
+                    help="seed of the nodes' feeds and policies (node i gets N + i)")  # fmt: skip
     up.set_defaults(handler=cmd_up)
     node = fsub.add_parser("node", help="run one node of a federation (what 'up' starts)")
     node.add_argument("federation", type=Path, metavar="FED.toml")
@@ -110,6 +115,8 @@ def add_federation_command(sub: Any) -> None:
     node.add_argument("--prefix", default=LINK_PREFIX, help="the link topics' prefix")
     node.add_argument("--master", default="local[1]")
     node.add_argument("--duration", type=float, default=None, metavar="S")
+    node.add_argument("--seed", type=int, default=0, metavar="N",
+                      help="seed of the node's feeds and policy")  # fmt: skip
     node.set_defaults(handler=cmd_node)
 
 
@@ -137,14 +144,15 @@ def cmd_node(args: argparse.Namespace) -> int:
     conn = KafkaConnection(bootstrap_servers=args.bootstrap)
     cfg, local = node_config(
         fed, name, conn, prefix=args.prefix, master=args.master,
-        checkpoint_dir=str(out / "checkpoint"),
+        checkpoint_dir=str(out / "checkpoint"), seed=args.seed,
     )  # fmt: skip
     stw = StwConfig(stw_s=fed.stw_s, slide_s=cfg.trigger_s)
     # the coordinator's Eq. 4 reflects this node's admissions up to each update's stw_end
     view = CoordinatorView([q.query_id for q in local], stw, stale_s=3 * cfg.trigger_s,
                            lag_s=cfg.trigger_s,
                            fragment_ids=[q.fragment_index for q in local],
-                           history_s=fed.stw_s + RETAIN_S)  # fmt: skip
+                           history_s=fed.stw_s + RETAIN_S,
+                           coordinated=fed.coordinated)  # fmt: skip
     reporter = RootReporter(
         CoordinatorClient.from_state(args.state, name), view,
         roots=[i for i, q in enumerate(local) if q.root],
@@ -280,6 +288,47 @@ def _clean(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
 
+def node_p95(status: dict[str, Any] | None) -> float | None:
+    """A node's p95 latency (s): its slowest query's over the recent STW, None before any."""
+    p95 = [lq["latency_p95_s"] for lq in (status or {}).get("queries", [])
+           if lq.get("latency_p95_s") is not None]  # fmt: skip
+    return max(p95) if p95 else None
+
+
+def node_totals(status: dict[str, Any] | None) -> tuple[int, int]:
+    """A node's tuples decided and kept since its start, over all its queries."""
+    qs = (status or {}).get("queries", [])
+    arrived = sum(int(lq.get("arrived_total") or 0) for lq in qs)
+    return arrived, sum(int(lq.get("kept_total") or 0) for lq in qs)
+
+
+def timeline_entry(
+    view: FederationView, statuses: dict[str, dict[str, Any] | None], elapsed_s: float
+) -> dict[str, Any]:
+    """One line of ``OUT/timeline.jsonl``: seconds since every node was up, each query's SIC
+    as the coordinator gave it (Eq. 4; None before any), Jain over them, and per node its p95
+    latency (:func:`node_p95`) and the tuples it decided and kept so far (:func:`node_totals`).
+
+    >>> from spillway.federation.board import QueryView
+    >>> v = FederationView(queries=(QueryView(name="q", sic=0.5, kept_fraction=0.5,
+    ...     latency_p95_s=2.0, sic_as_of=1.0, stw_end=0.5),), jain=1.0, lost_nodes=(),
+    ...     nodes={"a": "running"})
+    >>> st = {"queries": [{"latency_p95_s": 2.5, "arrived_total": 40, "kept_total": 10}]}
+    >>> timeline_entry(v, {"a": st}, 3.04)  # doctest: +NORMALIZE_WHITESPACE
+    {'elapsed_s': 3.0, 'sic': {'q': 0.5}, 'jain': 1.0, 'latency_p95_s': {'a': 2.5},
+     'arrived': {'a': 40}, 'kept': {'a': 10}}
+    """
+    totals = {n: node_totals(st) for n, st in statuses.items()}
+    return {
+        "elapsed_s": round(elapsed_s, 1),
+        "sic": {q.name: _clean(q.sic) for q in view.queries},
+        "jain": _clean(view.jain),
+        "latency_p95_s": {n: node_p95(st) for n, st in statuses.items()},
+        "arrived": {n: a for n, (a, _) in totals.items()},
+        "kept": {n: k for n, (_, k) in totals.items()},
+    }
+
+
 def root_results(
     fed: FederationConfig, out: Path, query: str
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -395,11 +444,10 @@ def write_report(
                 link_rows += int(lq.get("arrived_total") or 0)
         results = out / "nodes" / n / "results.csv"
         rows = max(len(results.read_text().splitlines()) - 1, 0) if results.exists() else 0
-        qs = st.get("queries", [])
-        arrived = sum(int(lq.get("arrived_total") or 0) for lq in qs)
-        kept = sum(int(lq.get("kept_total") or 0) for lq in qs)
-        p95 = [lq["latency_p95_s"] for lq in qs if lq.get("latency_p95_s") is not None]
+        arrived, kept = node_totals(st)
+        p95 = node_p95(st)
         nodes[n] = {
+            "policy": fed.policy_of(n),
             "state": view.nodes.get(n),
             "lost": n in view.lost_nodes,
             "result_rows": rows,
@@ -412,7 +460,7 @@ def write_report(
             "capacity_tuples_per_s": st.get("capacity_tuples_per_s"),
             "arrived": arrived,  # tuples decided since the start, every query of the node
             "kept_fraction": round(kept / arrived, 4) if arrived else None,
-            "latency_p95_s": round(max(p95), 3) if p95 else None,  # its slowest query's
+            "latency_p95_s": None if p95 is None else round(p95, 3),  # its slowest query's
             "orphaned": st.get("orphaned", []),  # queries of fragments it sheds whole
         }
     seen = out / "updates.jsonl"
@@ -435,6 +483,7 @@ def write_report(
             for q in view.queries
         },  # fmt: skip
         "jain": _clean(view.jain),
+        "coordinated": fed.coordinated,
         "lost_nodes": list(view.lost_nodes),
         "nodes": nodes,
     }
@@ -472,6 +521,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     fed = load_federation(args.federation)  # a bad file stops here, nothing started
     if args.duration is not None and not args.duration > 0:
         raise ConfigError(f"--duration must be > 0 seconds, got {args.duration:g}")
+    if args.seed < 0:
+        raise ConfigError(f"--seed must be >= 0, got {args.seed}")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / "coordinator.json"
@@ -510,6 +561,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 "federation", "node", fed_path, "--node", n, "--state", str(state_file),
                 "--out", str(out / "nodes" / n), "--bootstrap", broker.bootstrap,
                 "--prefix", prefix, "--master", args.master,
+                "--seed", str(args.seed + fed.node_index(n)),
             ])  # fmt: skip
         replace_text(out / "pids.json", json.dumps({k: p.pid for k, p in children.procs.items()}))
         clients = {n: CoordinatorClient.from_state(state_file, n, timeout_s=5.0) for n in fed.nodes}
@@ -541,6 +593,9 @@ def cmd_up(args: argparse.Namespace) -> int:
                 if all(words[n] for n in fed.nodes):
                     break  # every node ended (or failed): nothing left to show
                 elapsed = None if t_up is None else time.monotonic() - t_up
+                if elapsed is not None:  # the run's course, once every node is up
+                    with (out / "timeline.jsonl").open("a") as line:
+                        line.write(json.dumps(timeline_entry(view, statuses, elapsed)) + "\n")
                 if tty:
                     sys.stdout.write("\x1b[H\x1b[2J" + render(view, elapsed_s=elapsed) + "\n")
                     sys.stdout.flush()
@@ -572,7 +627,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     meta = {
         "federation": fed_path,
         "command": f"spillway federation up {fed_path} --out {out}"
-        + ("" if args.duration is None else f" --duration {args.duration:g}"),
+        + ("" if args.duration is None else f" --duration {args.duration:g}")
+        + (f" --seed {args.seed}" if args.seed else ""),
         "duration_s": round(duration, 1),
         "broker_started": started_broker,
         "node_exit": {n: p.returncode for n, p in children.procs.items()},
@@ -583,4 +639,12 @@ def cmd_up(args: argparse.Namespace) -> int:
     return 0
 
 
-__all__ = ["add_federation_command", "cmd_node", "cmd_up", "write_report"]
+__all__ = [
+    "add_federation_command",
+    "cmd_node",
+    "cmd_up",
+    "node_p95",
+    "node_totals",
+    "timeline_entry",
+    "write_report",
+]

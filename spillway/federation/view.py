@@ -41,6 +41,14 @@ carry 0.2 of its SIC and query 1's 0.9; its own admissions since then are added.
 ([0.15, 0.8], [1.0, 1.0])
 >>> view.base(12.5) is None, view.fallbacks   # older than stale_s: the local view again
 (True, 2)
+
+Not coordinated, the node keeps the updates but balances its local view at every decision:
+
+>>> own = CoordinatorView([4, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+...                       coordinated=False)
+>>> own.receive(view.update)
+>>> own.base(10.5) is None, own.counters()
+(True, {'used': 0, 'fallbacks': 0, 'local': 1, 'failures': 0})
 """
 
 from __future__ import annotations
@@ -94,6 +102,11 @@ class CoordinatorView:
         ``stw_end`` (its queries' watermark) reflects them up to there, so the projection
         subtracts those from ``stw_end`` on, as far back as this. Default: one STW plus
         ``stale_s`` and ``lag_s`` (what an update without ``stw_end`` needs).
+    coordinated : bool
+        False: the node keeps the updates it receives (for its reports) but never balances
+        them: :meth:`base` always returns None, counted in :attr:`local` (not a fallback, not
+        logged), and :meth:`orphaned` marks nothing (THEMIS Fig. 4, top: every node balances
+        its local SIC only; the federation file's ``coordinated = false``).
 
     Raises
     ------
@@ -111,7 +124,11 @@ class CoordinatorView:
         lag_s: Any = 0.0,
         fragment_ids: Any = None,
         history_s: float | None = None,
+        coordinated: bool = True,
     ) -> None:
+        if not isinstance(coordinated, bool):
+            raise ConfigError(f"coordinated must be True or False, got {coordinated!r}")
+        self.coordinated = coordinated
         ids = np.atleast_1d(np.asarray(query_ids, dtype=np.int64))
         if ids.ndim != 1 or (ids.size and ids.min() < 0):
             raise ConfigError(
@@ -150,6 +167,8 @@ class CoordinatorView:
         self.failures = 0
         #: Decisions that balanced the coordinator's values.
         self.used = 0
+        #: Decisions that balanced the local view because the node is not coordinated.
+        self.local = 0
         self._logged: set[str] = set()
 
     @property
@@ -206,6 +225,9 @@ class CoordinatorView:
             the policy adds back what it keeps).
         """
         with self._lock:
+            if not self.coordinated:
+                self.local += 1
+                return None
             u = self._update
             reason = None
             if u is None:
@@ -253,14 +275,20 @@ class CoordinatorView:
         out = np.zeros(self.query_ids.size, dtype=bool)
         with self._lock:
             u = self._update
-        if u is None or self.fragment_ids is None or float(now) - u.as_of > self.stale_s:
+        if (
+            not self.coordinated
+            or u is None
+            or self.fragment_ids is None
+            or float(now) - u.as_of > self.stale_s
+        ):
             return out
         return np.isin(self.fragment_ids, u.orphaned)
 
     def counters(self) -> dict[str, int]:
-        """``used``, ``fallbacks`` and ``failures`` so far."""
+        """``used``, ``fallbacks``, ``local`` and ``failures`` so far."""
         with self._lock:
-            return {"used": self.used, "fallbacks": self.fallbacks, "failures": self.failures}
+            return {"used": self.used, "fallbacks": self.fallbacks, "local": self.local,
+                    "failures": self.failures}  # fmt: skip
 
     def __repr__(self) -> str:
         return f"CoordinatorView(queries={self.query_ids.tolist()}, stale_s={self.stale_s:g})"

@@ -38,6 +38,8 @@ Examples
 [('avg-all/root', 0, 'sources', True), ('avg-all/root', 0, 'link', True), ('cov/middle', 2, 'sources', False), ('cov/middle', 2, 'link', False)]
 >>> [lq.fragment_index for lq in local]  # avg-all's 1st of 3, cov's 2nd of 3 (5 before it)
 [0, 0, 6, 6]
+>>> cfg.policy
+'balance-sic'
 """
 
 from __future__ import annotations
@@ -95,6 +97,8 @@ def node_config(
 ) -> tuple[NodeConfig, tuple[LocalQuery, ...]]:
     """The :class:`NodeConfig` running ``node``'s fragments, and what each of its queries is.
 
+    The node sheds with its ``[[nodes]]`` entry's ``policy`` (:meth:`FederationConfig.policy_of`).
+
     Raises
     ------
     ConfigError
@@ -148,6 +152,7 @@ def node_config(
                 )  # fmt: skip
     cfg = NodeConfig(
         queries=tuple(specs),
+        policy=fed.policy_of(node),
         trigger_s=trigger_s,
         stw_s=fed.stw_s,
         seed=seed,

@@ -44,6 +44,7 @@ from spillway.experiments import scalability as sc
 from spillway.experiments import shedding_interval as si
 from spillway.experiments import sic_correlation as scor
 from spillway.experiments import single_node_fairness as nf
+from spillway.experiments import spark_federation as sf
 from spillway.experiments import stw_validation as sv
 from spillway.experiments import wan_burst as wb
 from spillway.experiments.checks import FAIL, NOT_APPLICABLE, PASS, Check
@@ -147,6 +148,21 @@ def _wan(**mean_sic: float) -> list[dict[str, object]]:
 def _cost_quality(means: dict[int, float]) -> list[Check]:
     return cq.checks(cq.trade_off([{"queries": n, "mean_sic_balance_sic": m}
                                    for n, m in means.items()]))  # fmt: skip
+
+
+def _spark_fed(
+    jain: tuple[float, float, float] = (0.97, 0.93, 0.93),
+    p95_c: float = 18.0,
+    kept_c: float = 0.5,
+) -> list[Check]:
+    """spark-federation's checks on three runs' figures: Jain of coordinated, uncoordinated and
+    random, node c's worst p95 latency (s) and kept share in every run (a and b: 15 s, 0.3)."""
+    values = {
+        m: {"jain": j, "latency_p95_s": {"a": 15.0, "b": 15.0, "c": p95_c},
+            "kept_fraction": {"a": 0.3, "b": 0.3, "c": kept_c}}
+        for m, j in zip(sf.MODES, jain, strict=True)
+    }  # fmt: skip
+    return sf.checks(sf.make_config(quick=True), values)
 
 
 SIC_AVG = (
@@ -329,6 +345,24 @@ ROWS: list[Row] = [
               "a measured capacity that grows with load: mean SIC 0.40 then 0.42",
               "experiments/test_themis_fairness.py::"
               "test_mean_sic_check_is_real_with_a_measured_capacity"),
+    # ---------------------------------------- spark-federation
+    Row("spark-federation", ("jain_coordinated_ge_0.95",), FAIL,
+        "coordinated BALANCE-SIC at Jain 0.93 (a node's results too late for the coordinator's "
+        "values to steer it)", run=lambda: _spark_fed(jain=(0.93, 0.9, 0.9))),
+    Row("spark-federation", ("coordinated_above_uncoordinated", "coordinated_above_random"),
+        FAIL, "coordinated 0.96, uncoordinated and random 0.97",
+        run=lambda: _spark_fed(jain=(0.96, 0.97, 0.97))),
+    Row("spark-federation", ("coordinated_above_uncoordinated", "coordinated_above_random"),
+        NA, "uncoordinated and random already at Jain 0.995 (an overload equal on every node)",
+        run=lambda: _spark_fed(jain=(0.999, 0.995, 0.995)), why="already fair"),
+    Row("spark-federation", ("p95_latency_bounded_on_every_node",), FAIL,
+        "node c's p95 latency 41 s over the 30 s bound (3 STWs)",
+        run=lambda: _spark_fed(p95_c=41.0)),
+    Row("spark-federation", ("every_node_overloaded",), FAIL,
+        "node c kept 95 % of its arrivals (not overloaded)", run=lambda: _spark_fed(kept_c=0.95)),
+    Row("spark-federation", ("p95_latency_bounded_on_every_node", "every_node_overloaded"), NA,
+        "no run measured", run=lambda: sf.checks(sf.make_config(quick=True), {}),
+        why="no run measured"),
     # ---------------------------------------- stw-validation
     elsewhere("stw-validation", "means_in_range", FAIL,
               "a 0.6 s result lag on a loaded machine: 0.9405 at STW 10 s",
@@ -484,6 +518,7 @@ EMPTY: dict[str, Callable[[], Sequence[Check]]] = {
     "overload": lambda: ov.checks({}),
     "sic-correlation": lambda: scor.checks([], []),
     "single-node-fairness": lambda: nf.checks([], nf.FairnessConfig(capacity_tuples_per_s=None)),
+    "spark-federation": lambda: sf.checks(sf.make_config(quick=True), {}),
     "stw-validation": lambda: sv.checks([]),
     "federated-fairness": lambda: ff.checks([]),
     "shedding-interval": lambda: si.checks([]),

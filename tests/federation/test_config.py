@@ -43,6 +43,24 @@ def test_the_shipped_example_is_three_nodes_of_the_complex_workload() -> None:
     ]  # fmt: skip
     assert FederationConfig.from_dict(fed.to_dict()) == fed
     assert fed.node_index("c") == 2
+    assert fed.coordinated is True  # the shipped example: coordinated BALANCE-SIC everywhere
+    assert fed.policies == ("balance-sic",) * 3
+
+
+def test_a_node_names_its_policy_and_coordination_can_be_switched_off() -> None:
+    fed = FederationConfig.from_dict(
+        _fed(nodes=[{"name": "a", "policy": "random"}, {"name": "b"}],
+             coordinator={"coordinated": False})
+    )  # fmt: skip
+    assert fed.policy_of("a") == "random" and fed.policy_of("b") == "balance-sic"
+    assert fed.coordinated is False
+    again = FederationConfig.from_dict(fed.to_dict())
+    assert again == fed and again.to_dict()["coordinator"]["coordinated"] is False
+    assert again.to_dict()["nodes"] == [
+        {"name": "a", "policy": "random"}, {"name": "b", "policy": "balance-sic"}
+    ]  # fmt: skip
+    with pytest.raises(ConfigError, match="node must be one of a, b, got 'z'"):
+        fed.policy_of("z")
 
 
 @pytest.mark.parametrize(
@@ -54,7 +72,19 @@ def test_the_shipped_example_is_three_nodes_of_the_complex_workload() -> None:
         (_fed(coordinator={"lag_s": 20.0}), "lag_s is no longer used: each query's STW ends"),
         (_fed(coordinator={"stw_s": "10"}), "coordinator stw_s must be a number of seconds"),
         (_fed(nodes=[]), "nodes must be a non-empty list of tables"),
-        (_fed(nodes=[{"name": "a", "cores": 2}]), "nodes\\[0\\] must have exactly the key 'name'"),
+        (
+            _fed(nodes=[{"name": "a", "cores": 2}]),
+            "nodes\\[0\\] must have the key 'name' and may have 'policy'",
+        ),
+        (
+            _fed(nodes=[{"name": "a", "policy": "fifo"}, {"name": "b"}]),
+            r"nodes\[0\].policy must be one of balance-sic, cod, dilos, random, uniform; got 'fifo'",
+        ),
+        (
+            _fed(nodes=[{"name": "a"}, {"name": "b", "policy": ["random"]}]),
+            r"nodes\[1\].policy must be one of",
+        ),
+        (_fed(coordinator={"coordinated": "no"}), "coordinated must be true or false, got 'no'"),
         (_fed(nodes=[{"name": "a"}, {"name": "a"}]), r"node names must be unique, got \['a'\]"),
         (_fed(queries=[{"name": "q", "fragments": []}]), "fragments must be a non-empty list"),
         (

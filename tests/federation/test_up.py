@@ -58,6 +58,8 @@ def test_a_busy_broker_port_is_one_line_and_exit_2(tmp_path: Path, capsys) -> No
 def test_other_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--duration must be > 0 seconds, got 0"):
         _up(str(EXAMPLE), "--out", str(tmp_path / "out"), "--duration", "0")
+    with pytest.raises(ConfigError, match="--seed must be >= 0, got -1"):
+        _up(str(EXAMPLE), "--out", str(tmp_path / "out"), "--seed", "-1")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "coordinator.json").write_text("{}")
     with pytest.raises(ConfigError, match="holds a coordinator state file"):

@@ -28,7 +28,7 @@ def test_the_base_is_the_update_projected_over_the_nodes_own_admissions() -> Non
     assert got is not None
     # query 4: 0.2 + own [8,12) 0.2 - own [5,9) 0.05; query 1: 0.9 unchanged
     np.testing.assert_allclose(got.base, [0.35, 0.9])
-    assert view.counters() == {"used": 1, "fallbacks": 0, "failures": 0}
+    assert view.counters() == {"used": 1, "fallbacks": 0, "local": 0, "failures": 0}
 
 
 def test_a_ceiling_divides_the_base() -> None:
@@ -46,7 +46,7 @@ def test_no_update_or_a_stale_one_falls_back_counted_and_logged_once(caplog) -> 
         assert view.base(12.0) is not None  # 2 s old: still counts
         assert view.base(12.5) is None  # older than stale_s
         assert view.base(13.0) is None
-    assert view.counters() == {"used": 1, "fallbacks": 3, "failures": 0}
+    assert view.counters() == {"used": 1, "fallbacks": 3, "local": 0, "failures": 0}
     falls = [r for r in caplog.records if "local view" in r.getMessage()]
     assert len(falls) == 1 and "no update" in falls[0].getMessage()
 
@@ -77,3 +77,22 @@ def test_bad_settings_and_updates_are_refused() -> None:
         view.receive({"sic": [0.1]})  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="query 2 has no fragment on node 0"):
         view.receive(_update(1.0))
+
+
+def test_an_uncoordinated_view_never_balances_the_update_nor_orphans() -> None:
+    """``coordinated = false`` (THEMIS Fig. 4, top): the node keeps the coordinator's updates
+    but every decision balances its local view; counted as local, not as fallbacks."""
+    view = CoordinatorView([1, 4], _STW, stale_s=3.0, fragment_ids=[0, 2], coordinated=False)
+    u = NodeUpdate(node=0, as_of=10.0, queries=np.array([1, 4]), sic=np.array([0.9, 0.2]),
+                   ceiling=np.array([1.0, 1.0]), lost_nodes=(2,), orphaned=np.array([2]))  # fmt: skip
+    view.receive(u)
+    assert view.update is u
+    assert view.base(10.5) is None and view.base(11.0) is None
+    assert view.orphaned(10.5).tolist() == [False, False]
+    assert view.counters() == {"used": 0, "fallbacks": 0, "local": 2, "failures": 0}
+    coordinated = CoordinatorView([1, 4], _STW, stale_s=3.0, fragment_ids=[0, 2])
+    coordinated.receive(u)  # the same update, coordinated: balanced, and fragment 2 orphaned
+    assert coordinated.base(10.5) is not None
+    assert coordinated.orphaned(10.5).tolist() == [False, True]
+    with pytest.raises(ConfigError, match="coordinated must be True or False"):
+        CoordinatorView([1], _STW, stale_s=3.0, coordinated="no")  # type: ignore[arg-type]

@@ -36,6 +36,15 @@ def test_every_fragment_becomes_the_nodes_queries_with_the_whole_querys_sources(
     assert cfg.master == "local[1]" and cfg.stw_s == fed.stw_s
 
 
+def test_a_node_sheds_with_the_policy_its_entry_names() -> None:
+    data = load_federation(EXAMPLE).to_dict()
+    data["nodes"][1]["policy"] = "random"
+    fed = FederationConfig.from_dict(data)
+    assert node_config(fed, "b", CONN, prefix="p", seed=4)[0].policy == "random"
+    assert node_config(fed, "b", CONN, prefix="p", seed=4)[0].seed == 4
+    assert node_config(fed, "a", CONN, prefix="p")[0].policy == "balance-sic"
+
+
 def test_a_node_must_exist_and_host_a_fragment() -> None:
     fed = load_federation(EXAMPLE)
     with pytest.raises(ConfigError, match="node must be one of a, b, c, got 'z'"):
