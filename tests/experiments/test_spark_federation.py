@@ -108,6 +108,7 @@ def test_the_three_federation_files_differ_only_in_shedding(tmp_path: Path) -> N
     assert get_experiment("spark-federation") is sf
 
 
+@pytest.mark.slow  # about 6 minutes (three federations of 3 Spark nodes): `pytest -m slow`
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_the_quick_experiment_runs_end_to_end(tmp_path: Path) -> None:
