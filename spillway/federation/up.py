@@ -104,6 +104,11 @@ def add_federation_command(sub: Any) -> None:
                     help="the broker's port when it is started here (default: a free one)")  # fmt: skip
     up.add_argument("--seed", type=int, default=0, metavar="N",
                     help="seed of the nodes' feeds and policies (node i gets N + i)")  # fmt: skip
+    up.add_argument("--ui", action="store_true",
+                    help="also show the run on the web dashboard, on 127.0.0.1 (its address is "
+                    "printed): the federation's panel and one per node")  # fmt: skip
+    up.add_argument("--ui-port", type=int, default=None, metavar="PORT",
+                    help="the dashboard's port (implies --ui; default 0: a free port)")  # fmt: skip
     up.set_defaults(handler=cmd_up)
     node = fsub.add_parser("node", help="run one node of a federation (what 'up' starts)")
     node.add_argument("federation", type=Path, metavar="FED.toml")
@@ -513,6 +518,19 @@ def write_report(
     return summary
 
 
+def _dashboard(fed: Any, args: argparse.Namespace) -> tuple[Any, Any]:
+    """The federation's boards and the dashboard serving them on 127.0.0.1
+    (:mod:`spillway.federation.dashboard`); its address is printed."""
+    from spillway.federation.dashboard import FederationBoards
+    from spillway.telemetry.hub import Hub
+    from spillway.ui.server import DashboardServer
+
+    boards = FederationBoards(fed, duration_s=args.duration)
+    server = DashboardServer(Hub(boards.boards), port=args.ui_port or 0)
+    print(f"dashboard: {server.url}", flush=True)
+    return boards, server
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """Run the federation (module docstring); prints the report's path last; returns 0."""
     from spillway.kafka import broker as brokers
@@ -523,6 +541,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise ConfigError(f"--duration must be > 0 seconds, got {args.duration:g}")
     if args.seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    ui = bool(args.ui or args.ui_port is not None)
+    if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
+        raise ConfigError(f"--ui-port must be a port number in [0, 65535], got {args.ui_port}")
     out: Path = args.out
     out.mkdir(parents=True, exist_ok=True)
     state_file = out / "coordinator.json"
@@ -532,10 +553,16 @@ def cmd_up(args: argparse.Namespace) -> int:
             "pick another folder or remove it"
         )
     data_dir = (args.kafka_dir or brokers.default_data_dir()).expanduser().absolute()
-    running = brokers.read_state(data_dir)
-    broker = running or brokers.start(
-        brokers.BrokerConfig(data_dir=data_dir, port=args.kafka_port), die_with_parent=True
-    )
+    boards, server = _dashboard(fed, args) if ui else (None, None)
+    try:
+        running = brokers.read_state(data_dir)
+        broker = running or brokers.start(
+            brokers.BrokerConfig(data_dir=data_dir, port=args.kafka_port), die_with_parent=True
+        )
+    except BaseException:
+        if server is not None:
+            server.close()
+        raise
     started_broker = running is None
     conn = broker.connection()
     prefix = f"{LINK_PREFIX}-{uuid.uuid4().hex[:8]}"
@@ -551,6 +578,7 @@ def cmd_up(args: argparse.Namespace) -> int:
     t_up: float | None = None
     t_end = time.monotonic()
     tty = sys.stdout.isatty()
+    failed: str | None = "the run stopped on an error: see the terminal and OUT/logs"
     try:
         for t, parts in topics.items():
             create_topic(conn, t, partitions=parts)
@@ -575,6 +603,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                 states = {n: w for n, w in words.items() if w is not None}
                 updates = _updates(clients)
                 view = federation_view(fed, updates, statuses, states)
+                if boards is not None:
+                    boards.update(view, statuses, t=time.time())
                 with (out / "updates.jsonl").open("a") as seen:  # checked against the results
                     seen.write(json.dumps({q.name: [q.sic, q.stw_end] for q in view.queries}))
                     seen.write("\n")
@@ -613,7 +643,13 @@ def cmd_up(args: argparse.Namespace) -> int:
         final = {n: children.word(n) or "running" for n in nodes}
         final = {n: "stopped" if w == "exited 0" else w for n, w in final.items()}
         view = federation_view(fed, updates, statuses, final)
+        if boards is not None:
+            boards.update(view, statuses, t=time.time())
+        failed = None
     finally:
+        if boards is not None and server is not None:
+            boards.finish(report=None if failed else str(out / "report.md"), error=failed)
+            server.close()
         signal.signal(signal.SIGTERM, previous)
         for c in clients.values():
             c.close()

@@ -332,15 +332,19 @@ def node_status(node: Any, local: tuple[LocalQuery, ...], /, **extra: Any) -> di
     fragment, role, kept share and rows over the recent STW, rows decided and kept since the
     start, its local result SIC (Eq. 4 over the STW: results over what arrived, the kept
     share), the SIC its results carry over an STW (``stw_sic``: the fragment's part of its
-    query's SIC) and p95 latency, plus ``extra``."""
+    query's SIC), p95 latency against its target, plus the node's capacity estimate, processed
+    rate and policy (the dashboard's node panel, :mod:`spillway.federation.dashboard`), plus
+    ``extra``."""
     snap = node.snapshot()
     hist = node.history()
     stw_sic = _stw_sic(node.results(), node.config.stw_s)
     queries = []
     for lq, qs in zip(local, snap.queries, strict=True):
         queries.append({
-            "name": lq.name, "fragment": lq.fragment, "query_id": lq.query_id,
+            "name": lq.name, "fragment": lq.fragment, "query_id": lq.query_id, "kind": qs.kind,
             "role": lq.role, "root": lq.root, "kept_fraction": float(qs.kept_fraction),
+            "arrival_rate": _finite(qs.arrival_rate),
+            "latency_target_s": _finite(qs.latency_target_s),
             "arrived_recent": int(qs.rows_in), "kept_recent": int(qs.rows_kept),
             "sic": _finite(qs.sic), "stw_sic": stw_sic.get(lq.name),
             "latency_p95_s": _finite(qs.latency_p95_s),
@@ -350,6 +354,8 @@ def node_status(node: Any, local: tuple[LocalQuery, ...], /, **extra: Any) -> di
     return {
         "t": time.time(),
         "capacity_tuples_per_s": _finite(snap.capacity_tuples_per_s),
+        "processed_tuples_per_s": _finite(snap.processed_tuples_per_s),
+        "policy": snap.policy,
         "intervals": len(hist),
         "queries": queries,
         **extra,

@@ -55,11 +55,30 @@ def test_a_busy_broker_port_is_one_line_and_exit_2(tmp_path: Path, capsys) -> No
     assert capsys.readouterr().err.startswith(f"spillway: error: port {port} on 127.0.0.1")
 
 
+def test_a_busy_dashboard_port_is_one_line_and_exit_2_before_the_broker_starts(
+    tmp_path: Path, capsys
+) -> None:
+    from spillway.kafka.broker import read_state
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        argv = [str(EXAMPLE), "--out", str(tmp_path / "out"), "--kafka-dir",
+                str(tmp_path / "kafka"), "--ui-port", str(port)]  # fmt: skip
+        assert main(["federation", "up", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"spillway: error: --ui-port {port}: cannot")
+    assert read_state(tmp_path / "kafka") is None  # no broker was started
+
+
 def test_other_bad_options_are_refused_before_anything_starts(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--duration must be > 0 seconds, got 0"):
         _up(str(EXAMPLE), "--out", str(tmp_path / "out"), "--duration", "0")
     with pytest.raises(ConfigError, match="--seed must be >= 0, got -1"):
         _up(str(EXAMPLE), "--out", str(tmp_path / "out"), "--seed", "-1")
+    with pytest.raises(ConfigError, match=r"--ui-port must be a port number in \[0, 65535\]"):
+        _up(str(EXAMPLE), "--out", str(tmp_path / "out"), "--ui-port", "70000")
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "coordinator.json").write_text("{}")
     with pytest.raises(ConfigError, match="holds a coordinator state file"):
@@ -88,6 +107,41 @@ def _wait(path: Path, deadline: float) -> None:
         time.sleep(0.5)
 
 
+def _dashboard_matches_the_status_files(port: int, out: Path, deadline: float) -> None:
+    """The dashboard (``--ui-port``) shows the federation's panel and one per node, each
+    node's figures those of its status file at the same moment."""
+    from urllib.request import urlopen
+
+    from spillway.federation.config import load_federation
+    from spillway.federation.dashboard import node_lanes
+
+    fed = load_federation(EXAMPLE)
+    for n in fed.nodes:
+        while True:  # until the dashboard shows the status file the node wrote last
+            status = json.loads((out / "nodes" / n / "status.json").read_text())
+            with urlopen(f"http://127.0.0.1:{port}/api/state", timeout=10) as r:
+                nodes = {p["name"]: p for p in json.loads(r.read())["nodes"]}
+            assert list(nodes) == ["federation", *fed.nodes]
+            assert [q["name"] for q in nodes["federation"]["queries"]] == [
+                q.name for q in fed.queries
+            ]
+            panel = nodes[n]
+            if panel["t"] == status["t"]:
+                break
+            assert time.monotonic() < deadline, f"the dashboard never showed {n}'s status"
+            time.sleep(0.2)
+        assert (
+            [q["name"] for q in panel["queries"]]
+            == list(node_lanes(fed, n))
+            == [q["name"] for q in status["queries"]]
+        )
+        assert panel["capacity_tuples_per_s"] == status["capacity_tuples_per_s"]
+        for shown, q in zip(panel["queries"], status["queries"], strict=True):
+            assert shown["kept_fraction"] == pytest.approx(q["kept_fraction"])
+            assert shown["latency_target_s"] == q["latency_target_s"]
+    assert nodes["federation"]["capacity_tuples_per_s"] > 0
+
+
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: Path) -> None:
@@ -98,8 +152,12 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
     argv = shlex.split(README_UP)[1:]
     argv[argv.index("--duration") + 1] = "40"  # time left after the kill for a and b to decide
     argv[argv.index("--out") + 1] = str(out)
+    with socket.socket() as s:  # the dashboard's port (the README's command with --ui)
+        s.bind(("127.0.0.1", 0))
+        ui_port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [sys.executable, "-m", "spillway.cli", *argv, "--kafka-dir", str(kafka)],
+        [sys.executable, "-m", "spillway.cli", *argv, "--kafka-dir", str(kafka),
+         "--ui-port", str(ui_port)],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -111,6 +169,7 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
             while not _has_results(out / "nodes" / n / "status.json"):
                 assert time.monotonic() < deadline, f"node {n} produced no result"
                 time.sleep(0.5)
+        _dashboard_matches_the_status_files(ui_port, out, deadline)
         time.sleep(5.0)
         before = {n: json.loads((out / "nodes" / n / "status.json").read_text())
                   for n in ("a", "b")}  # fmt: skip
