@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shlex
@@ -9,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -42,13 +44,23 @@ def test_a_bad_federation_file_is_one_line_and_exit_2(tmp_path: Path, capsys) ->
     assert not (tmp_path / "out").exists()  # nothing started
 
 
-def test_a_busy_broker_port_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+@contextlib.contextmanager
+def _busy_port() -> Iterator[int]:
+    """A port on 127.0.0.1 something listens on, while the block runs."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         s.listen()
-        port = s.getsockname()[1]
-        argv = [str(EXAMPLE), "--out", str(tmp_path / "out"), "--kafka-dir",
-                str(tmp_path / "kafka"), "--kafka-port", str(port)]  # fmt: skip
+        yield s.getsockname()[1]
+
+
+def _argv(tmp_path: Path, *extra: str) -> list[str]:
+    return [str(EXAMPLE), "--out", str(tmp_path / "out"), "--kafka-dir", str(tmp_path / "kafka"),
+            *extra]  # fmt: skip
+
+
+def test_a_busy_broker_port_is_one_line_and_exit_2(tmp_path: Path, capsys) -> None:
+    with _busy_port() as port:
+        argv = _argv(tmp_path, "--kafka-port", str(port))
         with pytest.raises(BrokerError, match=f"port {port} on 127.0.0.1 is in use"):
             _up(*argv)
         assert main(["federation", "up", *argv]) == 2
@@ -60,13 +72,8 @@ def test_a_busy_dashboard_port_is_one_line_and_exit_2_before_the_broker_starts(
 ) -> None:
     from spillway.kafka.broker import read_state
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen()
-        port = s.getsockname()[1]
-        argv = [str(EXAMPLE), "--out", str(tmp_path / "out"), "--kafka-dir",
-                str(tmp_path / "kafka"), "--ui-port", str(port)]  # fmt: skip
-        assert main(["federation", "up", *argv]) == 2
+    with _busy_port() as port:
+        assert main(["federation", "up", *_argv(tmp_path, "--ui-port", str(port))]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"spillway: error: --ui-port {port}: cannot")
     assert read_state(tmp_path / "kafka") is None  # no broker was started
