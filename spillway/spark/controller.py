@@ -904,9 +904,6 @@ class NodeController:
             lane_key(self.config.seed, self._plan_names[p], q, s)
             for p, q, s in zip(lane_plan, lane_query, lane_source, strict=True)
         ]
-        #: Lanes a bounded group read may cover: every lane (a log's too: its executors read
-        #: the bounded runs only, its driver counts groups on a sample of them, _log_sample).
-        self._readable = np.ones(len(lane_query), dtype=bool)
         self.lane_n_sources = np.array(
             [self._queries[q].sic_sources or self._queries[q].feed.n_sources for q in lane_query],
             dtype=np.int64,
@@ -1587,7 +1584,7 @@ class NodeController:
         """Per lane, the tuples a per-group decision reads (module docstring, "Bounded group
         reads"), or None when it reads them all.
 
-        ``group_read · cap_tuples`` tuples in all, shared over the readable lanes in proportion
+        ``group_read · cap_tuples`` tuples in all, shared over the lanes in proportion
         to their backlog (at least one tuple of a lane with any), when their backlog is larger.
 
         >>> from spillway.testing import ListFeed
@@ -1611,13 +1608,11 @@ class NodeController:
         ):
             return None
         bound = factor * max(cap_tuples, 0.0)
-        n = np.where(self._readable, count, 0)
-        total = float(n.sum())
+        total = float(count.sum())
         if total <= bound:
             return None
-        share = np.ceil(n * (bound / total)).astype(np.int64)
-        share = np.minimum(np.maximum(share, (n > 0).astype(np.int64)), n)
-        return np.where(self._readable, share, count)
+        share = np.ceil(count * (bound / total)).astype(np.int64)
+        return np.minimum(np.maximum(share, (count > 0).astype(np.int64)), count)
 
     def _ask_policy(
         self,
@@ -1964,13 +1959,13 @@ class NodeController:
         budget = budget_for(scanned)
         if self.policy.needs_groups and cfg.group_read is not None:
             # a bounded group read (_group_read) reads about group_read x the capacity of the
-            # generated lanes, not all they hold: charged for all, the capacity came out low
+            # lanes, not all they hold: charged for all, the capacity came out low
             first = budget.available_s / max(
                 float(np.mean([budget.per_tuple_s[p] for p in self._plan_names])), 1e-12
             )
             bounded = self._group_read(count, first, False)
             if bounded is not None:
-                budget = budget_for(np.where(self._readable, bounded, scanned))
+                budget = budget_for(bounded)
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
         if total > 0:
