@@ -46,7 +46,9 @@ from spillway.quality import jain_index
 class QueryView:
     """One query across the federation (NaN: not known yet); ``sic_as_of``: when the
     coordinator computed ``sic`` (its clock; -inf before any update); ``stw_end``: where the
-    STW it summed ends in source time (NaN: not known)."""
+    STW it summed ends in source time (NaN: not known); ``arrived`` and ``kept``: its source
+    tuples decided and kept over the recent STW, summed over its fragments (``kept_fraction``
+    is their ratio)."""
 
     name: str
     sic: float
@@ -54,6 +56,8 @@ class QueryView:
     latency_p95_s: float
     sic_as_of: float = -math.inf
     stw_end: float = math.nan
+    arrived: int = 0
+    kept: int = 0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -125,6 +129,8 @@ def federation_view(
                 latency_p95_s=float(latency[i]),
                 sic_as_of=float(as_of[i]),
                 stw_end=float(end[i]),
+                arrived=int(arrived[i]),
+                kept=int(kept[i]),
             )
             for i, q in enumerate(fed.queries)
         ),  # fmt: skip

@@ -57,6 +57,7 @@ import numpy as np
 
 from spillway.federation.board import FederationView
 from spillway.federation.config import FederationConfig
+from spillway.federation.placement import fragment_id, node_links
 from spillway.quality import jain_index
 from spillway.status import NodeSnapshot, QueryStatus
 from spillway.telemetry.board import NodeBoard
@@ -68,17 +69,17 @@ FEDERATION = "federation"
 def node_lanes(fed: FederationConfig, node: str) -> tuple[str, ...]:
     """The names a node's status gives its fragments' lanes, in the node's order
     (:func:`~spillway.spark.fed_node.node_config`): ``query.fragment`` for a fragment with
-    sources, then ``query.fragment.in`` when an upstream fragment feeds it."""
+    sources, then ``query.fragment.in`` when it reads a link (:func:`node_links`)."""
+    inputs = {i.fragment for i in node_links(fed, node).inputs}
     names: list[str] = []
     for q in fed.queries:
-        fed_by = {t for f in q.fragments for t in f.to}
         for f in q.fragments:
             if f.node != node:
                 continue
             base = f"{q.name}.{f.name}"
             if f.sources > 0:
                 names.append(base)
-            if f.name in fed_by:
+            if fragment_id(q.name, f.name) in inputs:
                 names.append(f"{base}.in")
     return tuple(names)
 
@@ -120,12 +121,11 @@ def federation_snapshot(
     statuses: Mapping[str, Mapping[str, Any] | None],
     t: float,
 ) -> NodeSnapshot:
-    """The federation panel's snapshot: per query the coordinator's SIC, the kept share over
-    its fragments and the p95 latency at its root (``view``), against its root's latency
-    target; the nodes' capacities and processed rates summed."""
+    """The federation panel's snapshot: per query the coordinator's SIC, the kept share and
+    rows over its fragments and the p95 latency at its root (``view``), against its root's
+    latency target; the nodes' capacities and processed rates summed."""
     kinds = {q.name: q.kind or "" for q in fed.queries}
     target = {q.name: math.nan for q in fed.queries}
-    rows = {q.name: [0, 0] for q in fed.queries}
     capacity = processed = 0.0
     for status in statuses.values():
         if not status:
@@ -133,12 +133,9 @@ def federation_snapshot(
         capacity += float(np.nan_to_num(_num(status.get("capacity_tuples_per_s"))))
         processed += float(np.nan_to_num(_num(status.get("processed_tuples_per_s"))))
         for lq in status.get("queries", []):
-            name = fed.queries[int(lq["query_id"])].name
             if lq.get("root"):
+                name = fed.queries[int(lq["query_id"])].name
                 target[name] = np.fmax(target[name], _num(lq.get("latency_target_s")))
-            if lq.get("role") == "sources":
-                rows[name][0] += int(lq.get("arrived_recent") or 0)
-                rows[name][1] += int(lq.get("kept_recent") or 0)
     return NodeSnapshot(
         t=float(t),
         capacity_tuples_per_s=capacity,
@@ -153,8 +150,8 @@ def federation_snapshot(
                 sic=q.sic,
                 latency_p95_s=q.latency_p95_s,
                 latency_target_s=float(target[q.name]),
-                rows_in=rows[q.name][0],
-                rows_kept=rows[q.name][1],
+                rows_in=q.arrived,
+                rows_kept=q.kept,
             )
             for q in view.queries
         ),

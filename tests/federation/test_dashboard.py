@@ -49,6 +49,8 @@ def test_each_panel_moves_with_its_own_status_and_the_federation_with_the_coordi
     assert sic["avg-all"] == 0.3 and sic["cov"] == 0.9 and math.isnan(sic["top-5"])
     assert f.snapshot.jain == federation_view(fed, {"a": u}, statuses).jain
     assert {q.name: q.latency_target_s for q in f.snapshot.queries}["avg-all"] == 4.0
+    rows = {q.name: (q.rows_in, q.rows_kept) for q in f.snapshot.queries}
+    assert rows["avg-all"] == (100, 50) and rows["top-5"] == (0, 0)  # source lanes only
     boards.update(federation_view(fed, {"a": u}, statuses),
                   {**statuses, "a": {**a, "t": 2.0, "capacity_tuples_per_s": 2000.0}}, t=12.0)  # fmt: skip
     assert boards.nodes["a"].state().snapshot.capacity_tuples_per_s == 2000.0
