@@ -214,23 +214,25 @@ def caught_up(
     before any batch). ``log_ends``: each input partition's end offset when the node was
     restarted. Caught up when every partition's committed end reached its end at the restart
     and every query of generated sources was decided past the restart (the tuples that arrived
-    while it was down all decided: kept, or counted shed in the offset log).
+    while it was down all decided: kept, or counted shed in the offset log); per source
+    ``past_restart_s``: how far past the restart (s, negative: short of it).
 
     >>> st = {"queries": [{"name": "q.f", "role": "sources", "done_s": 101.0},
     ...                   {"name": "q.f.in", "role": "link", "done_s": 99.0,
     ...                    "committed": {"t/0": 12, "t/1": 5}}]}
     >>> got = caught_up(st, {"t/0": 12, "t/1": 6}, 100.0)
     >>> got["caught_up"], got["partitions"]["t/1"], got["sources"]
-    (False, {'end_at_restart': 6, 'committed': 5, 'behind': 1}, {'q.f': {'done_s': 101.0, 'behind_s': 0.0}})
+    (False, {'end_at_restart': 6, 'committed': 5, 'behind': 1}, {'q.f': {'past_restart_s': 1.0, 'behind_s': 0.0}})
     """
     committed: dict[str, int] = {}
     sources: dict[str, dict[str, float | None]] = {}
     for q in status.get("queries", []):
         committed.update({k: int(v) for k, v in (q.get("committed") or {}).items()})
         if q.get("role") == "sources":
-            done = q.get("done_s")
-            behind = None if done is None else round(max(restarted_wall - float(done), 0.0), 3)
-            sources[q["name"]] = {"done_s": done, "behind_s": behind}
+            done = q.get("done_s")  # relative to the restart: Unix times do not survive rounding
+            past = None if done is None else round(float(done) - restarted_wall, 3)
+            behind = None if past is None else max(-past, 0.0)
+            sources[q["name"]] = {"past_restart_s": past, "behind_s": behind}
     parts = {}
     for tp, end in sorted(log_ends.items()):
         got = committed.get(tp)
