@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import time
@@ -185,3 +186,41 @@ def test_the_quick_experiment_runs_end_to_end(tmp_path: Path) -> None:
     assert summary["node_kill"]["verdict"] == "not applicable"
     assert (tmp_path / "report.md").exists()
     print(f"quick spark-federation (60 s runs) took {took:.0f} s")
+
+
+def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``measure`` hands ``federation up`` the arguments its parser makes (every option it has,
+    defaults included; a hand-built Namespace lacked ``--ui`` once ``up`` grew it, and the
+    experiment failed before starting), and ``--kill`` in the kill run only. ``up`` and the
+    broker are stand-ins here: what is checked is what they are given."""
+    import contextlib
+
+    import spillway.federation.up as up
+    import spillway.testing
+
+    @contextlib.contextmanager
+    def broker(data_dir: Path):
+        yield argparse.Namespace(data_dir=str(data_dir))
+
+    seen: dict[str, argparse.Namespace] = {}
+
+    def fake_up(args: argparse.Namespace) -> int:
+        seen[args.out.name] = args
+        assert args.ui is False and args.ui_port is None and args.master == "local[1]"
+        args.out.mkdir(parents=True)
+        kill = {"node": "c", "killed_wall": None, "restarted_wall": None}
+        (args.out / "summary.json").write_text(json.dumps({"duration_s": args.duration,
+                                                           "kill": kill}))  # fmt: skip
+        return 0
+
+    monkeypatch.setattr(up, "cmd_up", fake_up)
+    monkeypatch.setattr(spillway.testing, "running_broker", broker)
+    cfg = replace(sf.make_config(quick=True), runs_dir=str(tmp_path))
+    got = sf.measure(cfg)
+    assert [r["mode"] for r in got["runs"]] == list(sf.RUNS)
+    assert [seen[m].kill for m in sf.RUNS] == [None, None, None, "c@40+10"]
+    assert got["runs"][-1]["lost_sic"] == {
+        "local-c": {"before": None, "outage": None}, "shared": {"before": None, "outage": None}
+    }  # fmt: skip
