@@ -21,9 +21,9 @@ into ``--out``; ``timeline.jsonl`` holds the view's course, a line a second once
 up (:func:`timeline_entry`). ``--kill NODE@T[+R]`` crashes a node mid-run and restarts it
 from its checkpoint (:mod:`spillway.federation.kill`): the kill, the restart, when the
 coordinator saw it lost and alive again and when it had caught up go to ``summary.json``
-(``kill``) and the timeline (``events``). Each node sheds with its ``[[nodes]]`` entry's ``policy`` and
-balances the coordinator's values unless the file's ``[coordinator]`` says ``coordinated =
-false`` (:mod:`spillway.federation.config`).
+(``kill``) and the timeline (``events``); ``pids.json`` names the new process. Each node
+sheds with its ``[[nodes]]`` entry's ``policy`` and balances the coordinator's values unless
+the file's ``[coordinator]`` says ``coordinated = false`` (:mod:`spillway.federation.config`).
 
 ``node`` runs one node (:mod:`spillway.spark.fed_node`): its fragments' sources and link
 topics as the queries of one :class:`~spillway.spark.node.Node`, its upstream fragments'
@@ -701,6 +701,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                     entry = timeline_entry(view, statuses, elapsed)
                     if events:
                         entry["events"] = events
+                        pids = {k: p.pid for k, p in children.procs.items()}
+                        replace_text(out / "pids.json", json.dumps(pids))
                     with (out / "timeline.jsonl").open("a") as line:
                         line.write(json.dumps(entry) + "\n")
                 if tty:
