@@ -19,7 +19,9 @@ times, only the shedding changing (the federation file's keys):
   true``, the default);
 - ``uncoordinated``: every node BALANCE-SIC over its local SIC only (``coordinated = false``:
   the coordinator still computes Eq. 4 for the measurement, the nodes ignore it);
-- ``random``: every node sheds uniformly at random (``policy = "random"``).
+- ``random``: every node sheds uniformly at random (``policy = "random"``);
+- ``node_kill``: as ``coordinated``, with node ``c`` crashed mid-run and restarted from its
+  checkpoint (``federation up --kill``, issue 11's kill must-show: :func:`kill_values`).
 
 Measured, over the same part of every run (``warmup_s`` to ``duration_s`` after every node was
 up): each query's SIC as the coordinator computes it (Eq. 4 over the STW ending at the query's
@@ -33,7 +35,9 @@ Examples
 --------
 >>> cfg = make_config(quick=True)
 >>> cfg.modes, cfg.duration_s, cfg.latency_bound_s
-(('coordinated', 'uncoordinated', 'random'), 110.0, 30.0)
+(('coordinated', 'uncoordinated', 'random', 'node_kill'), 110.0, 30.0)
+>>> federation(cfg, "node_kill") == federation(cfg, "coordinated")
+True
 >>> fed = federation(cfg, "uncoordinated")
 >>> fed.coordinated, fed.policies, [q.name for q in fed.queries]
 (False, ('balance-sic', 'balance-sic', 'balance-sic'), ['local-a', 'local-b', 'local-c', 'shared'])
@@ -58,7 +62,7 @@ import numpy as np
 
 from spillway.errors import ConfigError, RunFailedError, UnknownNameError
 from spillway.experiments._spark_runs import check_positive
-from spillway.experiments.checks import Check, compare, every, not_applicable
+from spillway.experiments.checks import Check, check, compare, counts, every, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.federation.config import FederationConfig
 from spillway.progress import report
@@ -72,9 +76,20 @@ DESCRIPTION = (
     "THEMIS Fig. 4 on Spark: 3 nodes, unequal overload; Jain of coordinated BALANCE-SIC, "
     "uncoordinated, random"
 )
-#: The runs: the shedding each node does.
+#: The runs compared: the shedding each node does.
 MODES: tuple[str, ...] = ("coordinated", "uncoordinated", "random")
+#: The run that crashes :data:`KILL_NODE` mid-run and restarts it (coordinated BALANCE-SIC).
+KILL_MODE = "node_kill"
+#: Every run, in order.
+RUNS: tuple[str, ...] = (*MODES, KILL_MODE)
 NODES: tuple[str, ...] = ("a", "b", "c")
+#: The node the kill run crashes: it hosts ``local-c`` and ``shared``'s root, so the
+#: survivors (no fragment on it) are ``local-a`` and ``local-b``.
+KILL_NODE = "c"
+#: The STW "before the kill" ends this long before it: the node decides a tuple a micro-batch
+#: or a few after it arrives (1-8 s p95 here), and those it had not decided when it was killed
+#: are decided after the restart, with the outage's backlog.
+BEFORE_GAP_S = 5.0
 #: Tuples per second per source of each node-local query: the unequal overload. With 10
 #: sources a fragment, nodes a, b and c receive 600,000, 420,000 and 300,000 tuples/s. The
 #: nodes' cost models raise their capacity as they learn: at 120,000, 84,000 and 60,000
@@ -98,7 +113,7 @@ class SparkFederationConfig:
 
     Parameters
     ----------
-    modes : which runs (:data:`MODES`).
+    modes : which runs (:data:`RUNS`: the three compared, then the kill run).
     duration_s : each run's length after every node is up (``federation up --duration``).
     warmup_s : the measured part starts this long after every node is up (the first results
         and the queries' first watermarks come 20-40 s in).
@@ -110,11 +125,13 @@ class SparkFederationConfig:
         the coordinator's Eq. 4 that many windows after its source time, so the nodes balance
         values older than the window they balance.
     seed : ``federation up --seed`` (node ``i`` gets ``seed + i``).
+    kill_at_s, kill_down_s : the kill run crashes :data:`KILL_NODE` ``kill_at_s`` after every
+        node is up and restarts it ``kill_down_s`` later (``federation up --kill``).
     runs_dir : where each run's ``federation up`` folder (logs, results, timeline.jsonl) and
         ``measured.json`` are kept; None: a temporary folder, removed at the end.
     """
 
-    modes: tuple[str, ...] = MODES
+    modes: tuple[str, ...] = RUNS
     duration_s: float = 240.0
     warmup_s: float = 60.0
     sources: int = 10
@@ -125,13 +142,21 @@ class SparkFederationConfig:
     timeout_s: float = 3.0
     latency_bound_stws: float = 3.0
     seed: int = 0
+    kill_at_s: float = 90.0
+    kill_down_s: float = 30.0
     runs_dir: str | None = None
 
     def __post_init__(self) -> None:
-        if not self.modes or any(m not in MODES for m in self.modes):
-            raise UnknownNameError(f"modes must be among {', '.join(MODES)}; got {self.modes!r}")
-        for name in ("duration_s", "warmup_s", "shared_rate", "latency_bound_stws"):
+        if not self.modes or any(m not in RUNS for m in self.modes):
+            raise UnknownNameError(f"modes must be among {', '.join(RUNS)}; got {self.modes!r}")
+        for name in ("duration_s", "warmup_s", "shared_rate", "latency_bound_stws", "kill_at_s",
+                     "kill_down_s"):  # fmt: skip
             check_positive(name, getattr(self, name))
+        if not self.kill_at_s + self.kill_down_s < self.duration_s:
+            raise ConfigError(
+                f"kill_at_s + kill_down_s ({self.kill_at_s + self.kill_down_s:g}) must be below "
+                f"duration_s ({self.duration_s:g}): the node restarts within the run"
+            )
         if not self.warmup_s < self.duration_s:
             raise ConfigError(
                 f"warmup_s ({self.warmup_s:g}) must be below duration_s ({self.duration_s:g}): "
@@ -152,13 +177,18 @@ class SparkFederationConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> SparkFederationConfig:
-    """Runs of 240 s (measured from 60 s on), or quick ones of 110 s (from 60 s on: the nodes'
-    capacities settle in the first minute).
+    """Runs of 240 s (measured from 60 s on; node c killed at 90 s, restarted 30 s later), or
+    quick ones of 110 s (from 60 s on: the nodes' capacities settle in the first minute; c
+    killed at 40 s and restarted 10 s later, so its new process, a JVM start on busy cores
+    that took 40 s in the shipped example's test, has the rest of the run to come back and
+    catch up).
 
     The quick runs keep the rates: the overload, what the study is about, is the same.
     """
     if quick:
-        return SparkFederationConfig(duration_s=110.0, warmup_s=60.0, seed=seed)
+        return SparkFederationConfig(
+            duration_s=110.0, warmup_s=60.0, seed=seed, kill_at_s=40.0, kill_down_s=10.0
+        )
     return SparkFederationConfig(seed=seed)
 
 
@@ -170,8 +200,8 @@ def federation(config: SparkFederationConfig, mode: str) -> FederationConfig:
     UnknownNameError
         ``mode`` is not one of :data:`MODES`.
     """
-    if mode not in MODES:
-        raise UnknownNameError(f"mode must be one of {', '.join(MODES)}; got {mode!r}")
+    if mode not in RUNS:
+        raise UnknownNameError(f"mode must be one of {', '.join(RUNS)}; got {mode!r}")
     s = config.sources
     policy = "random" if mode == "random" else "balance-sic"
     local = [
@@ -189,7 +219,8 @@ def federation(config: SparkFederationConfig, mode: str) -> FederationConfig:
     }
     return FederationConfig.from_dict({
         "coordinator": {"stw_s": config.stw_s, "slide_s": config.slide_s,
-                        "timeout_s": config.timeout_s, "coordinated": mode == "coordinated"},
+                        "timeout_s": config.timeout_s,
+                        "coordinated": mode in ("coordinated", KILL_MODE)},
         "nodes": [{"name": n, "policy": policy} for n in NODES],
         "queries": [*local, shared],
     })  # fmt: skip
@@ -220,9 +251,13 @@ def _toml(fed: FederationConfig) -> str:
 
 def measure(config: SparkFederationConfig) -> dict[str, Any]:
     """Run the federation once per mode (one broker for all), each with ``federation up``;
-    per run its summary.json and timeline.jsonl."""
-    from spillway.federation.up import cmd_up
+    per run its summary.json and timeline.jsonl; the kill run also its killed node's queries'
+    SIC from their stored results (:func:`lost_sic`)."""
+    from spillway.federation.up import add_federation_command
     from spillway.testing import running_broker
+
+    parser = argparse.ArgumentParser(prog="spillway")
+    add_federation_command(parser.add_subparsers(dest="command"))
 
     runs = []
     with contextlib.ExitStack() as stack:
@@ -239,14 +274,15 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
                 fed_file = root / f"{mode}.toml"
                 fed_file.write_text(_toml(federation(config, mode)))
                 out = root / mode
-                args = argparse.Namespace(
-                    federation=fed_file, duration=config.duration_s, out=out,
-                    master="local[1]", kafka_dir=Path(broker.data_dir), kafka_port=0,
-                    seed=config.seed,
-                )  # fmt: skip
+                argv = ["federation", "up", str(fed_file), "--duration",
+                        str(config.duration_s), "--out", str(out), "--kafka-dir",
+                        str(broker.data_dir), "--seed", str(config.seed)]  # fmt: skip
+                if mode == KILL_MODE:
+                    argv += ["--kill", f"{KILL_NODE}@{config.kill_at_s:g}+{config.kill_down_s:g}"]
+                args = parser.parse_args(argv)
                 report(f"spark-federation: {mode} for {config.duration_s:g} s")
                 with (root / f"{mode}.log").open("w") as log, contextlib.redirect_stdout(log):
-                    cmd_up(args)
+                    args.handler(args)
                 summary = json.loads((out / "summary.json").read_text())
                 if summary["duration_s"] < config.duration_s - 5.0:  # Ctrl-C, SIGTERM, a failure
                     raise RunFailedError(
@@ -260,6 +296,8 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
                     "mode": mode,
                     "summary": summary,
                     "timeline": [json.loads(x) for x in lines],
+                    **({"lost_sic": lost_sic(config, fed_file, out, summary["kill"])}
+                       if mode == KILL_MODE else {}),
                 })  # fmt: skip
                 (root / "measured.json").write_text(json.dumps({"runs": runs}))
     return {"runs": runs}
@@ -323,6 +361,173 @@ def mode_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[s
     }
 
 
+def kill_split(fed: FederationConfig, node: str = KILL_NODE) -> tuple[list[str], list[str]]:
+    """The queries with no fragment on ``node`` (the survivors) and those with one.
+
+    >>> kill_split(federation(make_config(quick=True), KILL_MODE))
+    (['local-a', 'local-b'], ['local-c', 'shared'])
+    """
+    hit = [q.name for q in fed.queries if any(f.node == node for f in q.fragments)]
+    return [q.name for q in fed.queries if q.name not in hit], hit
+
+
+def stw_sic_between(
+    start: np.ndarray, sic: np.ndarray, lo: float, hi: float, stw_s: float
+) -> float:
+    """The SIC of the result windows starting in ``[lo, hi)`` (source time, s), per STW: their
+    sum times ``stw_s / (hi - lo)`` (NaN for an empty span).
+
+    >>> stw_sic_between(np.array([0.0, 5.0, 12.0]), np.array([0.1, 0.2, 0.4]), 0.0, 10.0, 10.0)
+    0.3
+    >>> stw_sic_between(np.array([0.0, 5.0]), np.array([0.1, 0.2]), 0.0, 5.0, 10.0)
+    0.2
+    """
+    if not hi > lo:
+        return math.nan
+    inside = (start >= lo) & (start < hi)
+    return round(float(sic[inside].sum()) * stw_s / (hi - lo), 6)
+
+
+def lost_sic(
+    config: SparkFederationConfig, fed_file: Path, out: Path, kill: Mapping[str, Any]
+) -> dict[str, dict[str, float | None]]:
+    """Per query with a fragment on the killed node, the SIC its root's stored results hold
+    in the end (``OUT/nodes/NODE/results.csv``, every replayed and late window included), per
+    STW of source time: ``before`` the STW ending :data:`BEFORE_GAP_S` before the kill (its
+    tuples all decided before it), ``outage`` from the kill to the restart (None where the run
+    has no kill or restart, or the root left no results)."""
+    from spillway.federation.config import load_federation
+    from spillway.federation.up import root_results
+
+    fed = load_federation(fed_file)
+    k0, k1 = kill.get("killed_wall"), kill.get("restarted_wall")
+    got: dict[str, dict[str, float | None]] = {}
+    for q in kill_split(fed, kill.get("node", KILL_NODE))[1]:
+        rows = root_results(fed, out, q)
+        if rows is None or k0 is None or k1 is None:
+            got[q] = {"before": None, "outage": None}
+            continue
+        start, sic, _ = rows
+        got[q] = {
+            "before": stw_sic_between(
+                start, sic, k0 - config.stw_s - BEFORE_GAP_S, k0 - BEFORE_GAP_S, config.stw_s
+            ),
+            "outage": stw_sic_between(start, sic, k0, k1, config.stw_s),
+        }
+    return got
+
+
+def _means(timeline: Sequence[Mapping[str, Any]], names: Sequence[str], lo: float,
+           hi: float) -> dict[str, float]:  # fmt: skip
+    """Each query's mean SIC over the seconds in ``[lo, hi]`` where all of ``names`` had one."""
+    part = [
+        [e["sic"][q] for q in names]
+        for e in timeline
+        if lo <= e["elapsed_s"] <= hi and all(e["sic"].get(q) is not None for q in names)
+    ]
+    m = np.array(part, dtype=float).reshape(len(part), len(names))
+    return {q: float(x) for q, x in zip(names, m.mean(axis=0), strict=True)} if part else {}
+
+
+def kill_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[str, Any]:
+    """The kill run's figures (``summary.json`` ``node_kill``).
+
+    ``jain_survivors``: Jain over the survivors' mean SIC (the coordinator's, each second) from
+    the kill to the end; ``jain_survivors_outage``: the same from the kill until the
+    coordinator heard the restarted node again (the restart when it never did); per query
+    with a fragment on the killed node (``lost_queries``) its SIC from the results
+    (:func:`lost_sic`: ``results_before``, ``results_outage``) and the coordinator's (mean
+    over the STW before the kill, lowest from the kill on); the kill's times and
+    ``caught_up`` as ``federation up --kill`` measured them.
+
+    >>> cfg = make_config(quick=True)
+    >>> line = lambda t, a, b, c: {"elapsed_s": t, "sic": {"local-a": a, "local-b": b,
+    ...     "local-c": c, "shared": c}}
+    >>> tl = [line(40, .2, .2, .3), line(50, .2, .3, .3), line(70, .3, .3, .05)]
+    >>> kill = {"node": "c", "killed_at_s": 45.0, "alive_again_at_s": 60.0, "caught_up": True}
+    >>> v = kill_values(cfg, {"summary": {"kill": kill}, "timeline": tl,
+    ...     "lost_sic": {"local-c": {"before": .3, "outage": .01}}})
+    >>> round(v["jain_survivors"], 4), round(v["jain_survivors_outage"], 4), v["caught_up"]
+    (0.9918, 0.9615, True)
+    >>> v["lost_queries"]["local-c"]  # doctest: +NORMALIZE_WHITESPACE
+    {'results_before': 0.3, 'results_outage': 0.01, 'coordinator_before': 0.3,
+     'coordinator_min_after': 0.05}
+    """
+    kill = run["summary"].get("kill") or {}
+    fed = federation(config, KILL_MODE)
+    survivors, hit = kill_split(fed, kill.get("node", KILL_NODE))
+    t0 = kill.get("killed_at_s")
+    t1 = kill.get("alive_again_at_s") or kill.get("restarted_at_s") or config.duration_s
+    tl = run["timeline"]
+
+    def jain(means: Mapping[str, float]) -> float:
+        return float(jain_index(list(means.values()))) if means else math.nan
+
+    after = {} if t0 is None else _means(tl, survivors, t0, config.duration_s)
+    outage = {} if t0 is None else _means(tl, survivors, t0, t1)
+    lost = {}
+    for q in hit:
+        res = run.get("lost_sic", {}).get(q, {})
+        pre = {} if t0 is None else _means(tl, [q], t0 - config.stw_s, t0 - 1e-9)
+        low = [e["sic"][q] for e in tl if t0 is not None and e["elapsed_s"] >= t0
+               and e["sic"].get(q) is not None]  # fmt: skip
+        lost[q] = {
+            "results_before": res.get("before"),
+            "results_outage": res.get("outage"),
+            "coordinator_before": pre.get(q),
+            "coordinator_min_after": min(low) if low else None,
+        }
+    keys = ("killed_at_s", "lost_seen_at_s", "restarted_at_s", "alive_again_at_s",
+            "caught_up_at_s", "caught_up", "catch_up")  # fmt: skip
+    return {
+        "jain_survivors": jain(after),
+        "jain_survivors_outage": jain(outage),
+        "survivors": survivors,
+        "survivor_sic_after": after,
+        "survivor_sic_outage": outage,
+        "lost_queries": lost,
+        **{k: kill.get(k) for k in keys},
+    }
+
+
+def kill_checks(v: Mapping[str, Any]) -> list[Check]:
+    """The issue's kill must-show on :func:`kill_values`: Jain >= 0.95 among the survivors
+    (after the kill and during the outage), the lost fragments show (every hit query's results
+    over the outage hold less than half the SIC of the STW before the kill), the coordinator
+    saw the node lost and then alive again, and it caught up.
+
+    >>> v = {"jain_survivors": 0.97, "jain_survivors_outage": 0.9, "lost_seen_at_s": 47.0,
+    ...      "alive_again_at_s": 80.0, "caught_up": True,
+    ...      "lost_queries": {"local-c": {"results_before": 0.3, "results_outage": 0.2}}}
+    >>> [(c.name, c.verdict) for c in kill_checks(v)]  # doctest: +NORMALIZE_WHITESPACE
+    [('node_kill_jain_survivors_ge_0.95', 'pass'),
+     ('node_kill_jain_survivors_outage_ge_0.95', 'fail'), ('node_kill_lost_fragments_show', 'fail'),
+     ('node_kill_seen_lost_and_alive_again', 'pass'), ('node_kill_caught_up', 'pass')]
+    """
+    shown = [
+        compare(q, d.get("results_outage"), "<", 0.5 * d["results_before"]
+                if d.get("results_before") is not None else math.nan,
+                what="SIC per STW of its results over the outage vs half the STW before")
+        for q, d in v.get("lost_queries", {}).items()
+    ]  # fmt: skip
+    lost, back = v.get("lost_seen_at_s"), v.get("alive_again_at_s")
+    up = v.get("caught_up")
+    return [
+        compare("node_kill_jain_survivors_ge_0.95", v.get("jain_survivors"), ">=", 0.95,
+                what="Jain over the survivors' SIC from the kill to the end"),
+        compare("node_kill_jain_survivors_outage_ge_0.95", v.get("jain_survivors_outage"), ">=",
+                0.95, what="Jain over the survivors' SIC during the outage"),
+        every("node_kill_lost_fragments_show", shown,
+              none_why="no query had a fragment on the killed node"),
+        check("node_kill_seen_lost_and_alive_again", lost is not None and back is not None,
+              f"the coordinator showed it lost at {lost} s and heard it again at {back} s "
+              "(None: never)"),
+        check("node_kill_caught_up", up is True,
+              f"every offset of its input at the restart decided (processed or counted shed): "
+              f"{up} (at {v.get('caught_up_at_s')} s)"),
+    ]  # fmt: skip
+
+
 def _above(name: str, jain: Mapping[str, float], other: str) -> Check:
     """Coordinated above ``other``'s Jain, unless ``other`` is already fair (not applicable)."""
     o = jain.get(other, math.nan)
@@ -377,8 +582,12 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
     """Summary values (``jain_coordinated``, ``jain_uncoordinated``, ``jain_random``,
     ``node_kill``, ``runs``), checks, tables, figures, prose."""
     runs = list(measured["runs"])
-    values = {r["mode"]: mode_values(config, r) for r in runs}
+    values = {r["mode"]: mode_values(config, r) for r in runs if r["mode"] in MODES}
     cks = checks(config, values)
+    killed = next((r for r in runs if r["mode"] == KILL_MODE), None)
+    kv = None if killed is None else kill_values(config, killed)
+    if kv is not None:
+        cks += kill_checks(kv)
     summary: dict[str, Any] = {
         f"jain_{m}": values[m]["jain"] if m in values else math.nan for m in MODES
     }
@@ -388,14 +597,16 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
     })  # fmt: skip
     summary["latency_bound_s"] = config.latency_bound_s
     summary["paper_jain"] = PAPER_JAIN
-    summary["node_kill"] = {
-        "verdict": "not applicable",
-        "why": "not run: this experiment does not kill a node yet (issue 11's kill must-show "
-        "remains; tests/federation/test_up.py kills one in the shipped federation but measures "
-        "no Jain among the survivors)",
-        "jain_survivors": None,
-        "caught_up": None,
-    }
+    if kv is None:
+        summary["node_kill"] = {
+            "verdict": "not applicable",
+            "why": f"not run: no {KILL_MODE!r} run among the measured ones",
+            "jain_survivors": None,
+            "caught_up": None,
+        }
+    else:
+        tally = counts(c for c in cks if c.name.startswith("node_kill_"))
+        summary["node_kill"] = {"verdict": "fail" if tally["fail"] else "pass", **kv}
     summary["runs"] = {m: {k: v for k, v in values[m].items()} for m in values}
     rows = [
         {"mode": m, "query": q, "mean_sic": s}
@@ -420,10 +631,10 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
         values=summary,
         checks=cks,
         setup=_setup(config),
-        paper=_paper(values, cks),
+        paper=_paper(values, cks, kv),
         notes=_notes(),
         tables={"query_sic.csv": rows, "nodes.csv": nodes, "timeline.csv": timeline},
-        figures=_figures(config, values, runs),
+        figures=_figures(config, values, runs, kv),
         sections=[
             ("Per query: mean SIC over the measured part", markdown_table(rows)),
             ("Per node", markdown_table(nodes)),
@@ -458,14 +669,21 @@ def _setup(config: SparkFederationConfig) -> str:
         f"Coordinator: STW {num(config.stw_s)} s sliding every {num(config.slide_s)} s, a node "
         f"lost after {num(config.timeout_s)} s of silence. Each mode runs "
         f"{num(config.duration_s)} s after every node is up; every figure is taken from "
-        f"{num(config.warmup_s)} s to {num(config.duration_s)} s. The p95 latency bound is "
+        f"{num(config.warmup_s)} s to {num(config.duration_s)} s. The `{KILL_MODE}` run is "
+        f"the coordinated one with node `{KILL_NODE}` killed {num(config.kill_at_s)} s after "
+        f"every node is up and restarted {num(config.kill_down_s)} s later. "
+        "The p95 latency bound is "
         f"{num(config.latency_bound_stws)} STWs = {num(config.latency_bound_s)} s: a result "
         "later than that reaches the coordinator's Eq. 4 that many windows after its source "
         "time."
     )
 
 
-def _paper(values: Mapping[str, Mapping[str, Any]], cks: Sequence[Check]) -> str:
+def _paper(
+    values: Mapping[str, Mapping[str, Any]],
+    cks: Sequence[Check],
+    kv: Mapping[str, Any] | None = None,
+) -> str:
     verdict = {c.name: c.verdict for c in cks}
 
     def jain(m: str) -> str:
@@ -480,6 +698,25 @@ def _paper(values: Mapping[str, Mapping[str, Any]], cks: Sequence[Check]) -> str
         {"claim": "random shedding: Jain", "paper (Fig. 4)": "(not in Fig. 4)",
          "this run": jain("random"), "verdict": verdict["coordinated_above_random"]},
     ]  # fmt: skip
+    if kv is not None:
+        lost = "; ".join(
+            f"{q} {num(d['results_before'])} -> {num(d['results_outage'])}"
+            for q, d in kv["lost_queries"].items()
+        )
+        rows += [
+            {"claim": f"node {KILL_NODE} killed: Jain among the survivors (after the kill; "
+             "outage)", "paper (Fig. 4)": "(issue 11: >= 0.95)",
+             "this run": f"{num(kv['jain_survivors'])}; {num(kv['jain_survivors_outage'])}",
+             "verdict": f"{verdict['node_kill_jain_survivors_ge_0.95']}; "
+             f"{verdict['node_kill_jain_survivors_outage_ge_0.95']}"},
+            {"claim": "the lost fragments show: SIC per STW of results, before -> outage",
+             "paper (Fig. 4)": "(issue 11)", "this run": lost,
+             "verdict": verdict["node_kill_lost_fragments_show"]},
+            {"claim": "restarted, every offset of its input processed or counted shed",
+             "paper (Fig. 4)": "(issue 11)",
+             "this run": f"{kv['caught_up']} (at {num(kv['caught_up_at_s'])} s; restarted at "
+             f"{num(kv['restarted_at_s'])} s)", "verdict": verdict["node_kill_caught_up"]},
+        ]  # fmt: skip
     return markdown_table(rows, ["claim", "paper (Fig. 4)", "this run", "verdict"])
 
 
@@ -487,6 +724,7 @@ def _figures(
     config: SparkFederationConfig,
     values: Mapping[str, Mapping[str, Any]],
     runs: Sequence[Mapping[str, Any]],
+    kv: Mapping[str, Any] | None = None,
 ) -> list[Figure]:
     modes = [m for m in MODES if m in values]
     groups = sorted({q for v in values.values() for q in v["sic"]})
@@ -524,6 +762,21 @@ def _figures(
             xlabel="seconds since every node was up", ylabel="Jain's index", series=series,
             paper="(THEMIS shows no time series for Fig. 4)",
         ))  # fmt: skip
+    killed = next((r for r in runs if r["mode"] == KILL_MODE), None)
+    if killed is not None and kv is not None and killed["timeline"]:
+        names = list(killed["timeline"][-1]["sic"])
+        lines = {
+            q: ([e["elapsed_s"] for e in killed["timeline"] if e["sic"].get(q) is not None],
+                [e["sic"][q] for e in killed["timeline"] if e["sic"].get(q) is not None])
+            for q in names
+        }  # fmt: skip
+        figs.append(Figure(
+            file="node_kill_sic.png",
+            title=f"Node {KILL_NODE} killed at {num(kv['killed_at_s'])} s, restarted at "
+            f"{num(kv['restarted_at_s'])} s: each query's SIC",
+            xlabel="seconds since every node was up", ylabel="SIC (Eq. 4, the coordinator's)",
+            series=lines, paper="(THEMIS shows no node failure)",
+        ))  # fmt: skip
     return figs
 
 
@@ -540,7 +793,12 @@ def _notes() -> str:
         "- Uncoordinated nodes balance the share of each local query's SIC they kept (THEMIS "
         "Fig. 4 top); the shared query's link rows at `c` are one of `c`'s local queries.",
         "- Random sheds every tuple with the same probability on each node (a uniform sample).",
-        "- The node-kill must-show of issue 11 is not run here (`node_kill` says so).",
+        f"- `{KILL_MODE}`: coordinated BALANCE-SIC with node `{KILL_NODE}` crashed (SIGKILL of "
+        "its process group) and restarted from its checkpoint by `federation up --kill`. The "
+        "coordinator freezes a query rooted on a lost node (its STW stops at its last "
+        "watermark), so the lost fragments show in the coordinator's values only once the "
+        "restarted node's results pass the outage; the check reads them from the results the "
+        "root stored (source time), which is what those STWs hold in the end.",
     ])  # fmt: skip
 
 

@@ -18,9 +18,12 @@ coordinator no longer hears from is marked lost and the others keep shedding), u
 (SIGTERM: each finishes its batch and writes its results), the coordinator and the broker it
 started, kills any process group still alive, and writes ``summary.json`` and ``report.md``
 into ``--out``; ``timeline.jsonl`` holds the view's course, a line a second once every node is
-up (:func:`timeline_entry`). Each node sheds with its ``[[nodes]]`` entry's ``policy`` and
-balances the coordinator's values unless the file's ``[coordinator]`` says ``coordinated =
-false`` (:mod:`spillway.federation.config`).
+up (:func:`timeline_entry`). ``--kill NODE@T[+R]`` crashes a node mid-run and restarts it
+from its checkpoint (:mod:`spillway.federation.kill`): the kill, the restart, when the
+coordinator saw it lost and alive again and when it had caught up go to ``summary.json``
+(``kill``) and the timeline (``events``); ``pids.json`` names the new process. Each node
+sheds with its ``[[nodes]]`` entry's ``policy`` and balances the coordinator's values unless
+the file's ``[coordinator]`` says ``coordinated = false`` (:mod:`spillway.federation.config`).
 
 ``node`` runs one node (:mod:`spillway.spark.fed_node`): its fragments' sources and link
 topics as the queries of one :class:`~spillway.spark.node.Node`, its upstream fragments'
@@ -60,6 +63,7 @@ from spillway.errors import ConfigError, ControlChannelError, RunFailedError
 from spillway.federation.board import FederationView, federation_view, render
 from spillway.federation.client import CoordinatorClient
 from spillway.federation.config import FederationConfig, load_federation
+from spillway.federation.kill import KillRecord, parse_kill
 from spillway.federation.placement import LINK_PREFIX, all_topics
 from spillway.federation.update import NodeUpdate
 from spillway.files import replace_text
@@ -73,6 +77,8 @@ STOP_TIMEOUT_S = 60.0
 _EPILOG = """\
 examples:
   spillway federation up spillway/examples/federation.toml --duration 60 --out runs/fed
+  spillway federation up spillway/examples/federation.toml --duration 90 --kill c@30+15 \
+      --out runs/fed-kill
 
 Everything listens on 127.0.0.1 only. Ctrl-C stops every process it started.
 """
@@ -109,6 +115,10 @@ def add_federation_command(sub: Any) -> None:
                     "printed): the federation's panel and one per node")  # fmt: skip
     up.add_argument("--ui-port", type=int, default=None, metavar="PORT",
                     help="the dashboard's port (implies --ui; default 0: a free port)")  # fmt: skip
+    up.add_argument("--kill", default=None, metavar="NODE@T[+R]",
+                    help="kill NODE's process group (SIGKILL, a crash) T s after every node is "
+                    "up; with +R restart it R s later from its checkpoint "
+                    "(spillway.federation.kill)")  # fmt: skip
     up.set_defaults(handler=cmd_up)
     node = fsub.add_parser("node", help="run one node of a federation (what 'up' starts)")
     node.add_argument("federation", type=Path, metavar="FED.toml")
@@ -214,16 +224,27 @@ class _Children:
         self.logs = logs
         logs.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.argv: dict[str, list[str]] = {}
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        with open(self.logs / f"{name}.log", "wb") as log:
+        """Start ``spillway ARGV`` as ``name`` (its output appended to ``LOGS/name.log``)."""
+        with open(self.logs / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "spillway.cli", *argv],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )  # fmt: skip
-        self.procs[name] = proc
+        self.procs[name], self.argv[name] = proc, list(argv)
         return proc
+
+    def kill(self, name: str) -> None:
+        """SIGKILL ``name``'s whole process group (a crash) and wait until it is gone."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.procs[name].pid, signal.SIGKILL)
+        self.procs[name].wait()
+        gone = time.monotonic() + 10.0
+        while _group_alive(self.procs[name].pid) and time.monotonic() < gone:
+            time.sleep(0.1)
 
     def stop(self, names: list[str], timeout_s: float) -> None:
         """SIGTERM ``names``, wait up to ``timeout_s``, then SIGKILL their whole groups."""
@@ -514,6 +535,12 @@ def write_report(
             f"| {n} | {state} | {d['result_rows']} | {frag} | {d['link_rows_in']} | "
             f"{d['reports']} | {d['heartbeats']} |"
         )
+    k = meta.get("kill")
+    if k:
+        lines += ["", f"Node `{k['node']}` killed at {k['killed_at_s']} s, seen lost at "
+                  f"{k['lost_seen_at_s']} s, restarted at {k['restarted_at_s']} s, alive again at "
+                  f"{k['alive_again_at_s']} s, caught up at {k['caught_up_at_s']} s (seconds after "
+                  "every node was up; None: not reached)."]  # fmt: skip
     replace_text(out / "report.md", "\n".join(lines) + "\n")
     return summary
 
@@ -531,6 +558,47 @@ def _dashboard(fed: Any, args: argparse.Namespace) -> tuple[Any, Any]:
     return boards, server
 
 
+def _log_ends(conn: Any, fed: FederationConfig, node: str, prefix: str) -> dict[str, int]:
+    """Every partition of ``node``'s input link topics: its end offset now (last stable)."""
+    from spillway.federation.placement import node_links
+    from spillway.kafka.admin import partition_offsets
+
+    return {
+        f"{po.topic}/{int(po.partition)}": int(po.latest)
+        for link in node_links(fed, node, prefix=prefix).inputs
+        for po in partition_offsets(conn, link.topic)
+    }
+
+
+def _kill_step(
+    kill: KillRecord,
+    elapsed: float,
+    children: _Children,
+    view: FederationView,
+    statuses: dict[str, dict[str, Any] | None],
+    conn: Any,
+    fed: FederationConfig,
+    prefix: str,
+) -> list[dict[str, Any]]:
+    """``--kill``'s second: kill or restart the node when due (:class:`KillRecord`), then
+    note what the coordinator and the node's status show; the events for the timeline."""
+    n = kill.plan.node
+    events = []
+    action = kill.due(elapsed)
+    if action == "kill":
+        children.kill(n)
+        kill.note("kill", elapsed, wall=time.time())
+    elif action == "restart":  # the same argv: it resumes from its checkpoint and offsets
+        ends = _log_ends(conn, fed, n, prefix)
+        kill.note("restart", elapsed, wall=time.time(), log_ends=ends)
+        children.start(n, children.argv[n])
+    if action is not None:
+        events.append({"event": action, "node": n, "elapsed_s": round(elapsed, 1)})
+        print(f"{action} {n} at {elapsed:.1f} s", flush=True)
+    kill.observe(elapsed, lost=n in view.lost_nodes, status=statuses.get(n))
+    return events
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     """Run the federation (module docstring); prints the report's path last; returns 0."""
     from spillway.kafka import broker as brokers
@@ -541,6 +609,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         raise ConfigError(f"--duration must be > 0 seconds, got {args.duration:g}")
     if args.seed < 0:
         raise ConfigError(f"--seed must be >= 0, got {args.seed}")
+    kill = None
+    if getattr(args, "kill", None) is not None:
+        kill = KillRecord(parse_kill(args.kill, fed.nodes, duration_s=args.duration))
     ui = bool(args.ui or args.ui_port is not None)
     if args.ui_port is not None and not 0 <= args.ui_port <= 65535:
         raise ConfigError(f"--ui-port must be a port number in [0, 65535], got {args.ui_port}")
@@ -620,12 +691,20 @@ def cmd_up(args: argparse.Namespace) -> int:
                             f"the nodes did not come up within {START_TIMEOUT_S:g} s; logs in "
                             f"{out / 'logs'}"
                         )
-                if all(words[n] for n in fed.nodes):
+                if all(words[n] for n in fed.nodes) and not (kill is not None and kill.down):
                     break  # every node ended (or failed): nothing left to show
                 elapsed = None if t_up is None else time.monotonic() - t_up
+                events = [] if kill is None or elapsed is None else _kill_step(
+                    kill, elapsed, children, view, statuses, conn, fed, prefix
+                )  # fmt: skip
                 if elapsed is not None:  # the run's course, once every node is up
+                    entry = timeline_entry(view, statuses, elapsed)
+                    if events:
+                        entry["events"] = events
+                        pids = {k: p.pid for k, p in children.procs.items()}
+                        replace_text(out / "pids.json", json.dumps(pids))
                     with (out / "timeline.jsonl").open("a") as line:
-                        line.write(json.dumps(timeline_entry(view, statuses, elapsed)) + "\n")
+                        line.write(json.dumps(entry) + "\n")
                 if tty:
                     sys.stdout.write("\x1b[H\x1b[2J" + render(view, elapsed_s=elapsed) + "\n")
                     sys.stdout.flush()
@@ -639,6 +718,9 @@ def cmd_up(args: argparse.Namespace) -> int:
         children.stop(nodes, STOP_TIMEOUT_S)
         for n in nodes:
             statuses[n] = _read_json(out / "nodes" / n / "status.json") or statuses[n]
+        if kill is not None:  # the catch-up as the node left it when it stopped
+            kill.observe(t_end - (t_up or t_end), lost=False, status=statuses.get(kill.plan.node),
+                         final=True)  # fmt: skip
         # the last live updates: once stopped, every node stops beating
         final = {n: children.word(n) or "running" for n in nodes}
         final = {n: "stopped" if w == "exited 0" else w for n, w in final.items()}
@@ -660,15 +742,18 @@ def cmd_up(args: argparse.Namespace) -> int:
         if started_broker:
             brokers.stop(data_dir)
     duration = 0.0 if t_up is None else t_end - t_up
-    meta = {
+    meta: dict[str, Any] = {
         "federation": fed_path,
         "command": f"spillway federation up {fed_path} --out {out}"
         + ("" if args.duration is None else f" --duration {args.duration:g}")
-        + (f" --seed {args.seed}" if args.seed else ""),
+        + (f" --seed {args.seed}" if args.seed else "")
+        + ("" if kill is None else f" --kill {args.kill}"),
         "duration_s": round(duration, 1),
         "broker_started": started_broker,
         "node_exit": {n: p.returncode for n, p in children.procs.items()},
     }
+    if kill is not None:
+        meta["kill"] = kill.summary()
     write_report(out, fed, view, statuses, meta=meta)
     print(render(view, elapsed_s=duration))
     print(out / "report.md")

@@ -266,19 +266,26 @@ class KafkaFeed(LogFields, Feed):
         if reader is not None:
             reader.close()
 
+    def positions(self, processed: np.ndarray) -> dict[str, int]:
+        """Per partition (``topic/partition``), the offset ``processed`` (per lane, the end of
+        what was processed) has reached, never below the start."""
+        return {
+            f"{tp}/{p}": max(int(done), base)
+            for (tp, p, base), done in zip(self.lanes, processed, strict=True)
+        }
+
     def lag(self, processed: np.ndarray) -> dict[str, int]:
         """Consumer lag per partition (``topic/partition``): the log's end offset minus
         ``processed`` (per lane, the end of what was processed; never below the start)."""
         from spillway.kafka.admin import partition_offsets
 
         latest = {
-            (po.topic, int(po.partition)): int(po.latest)
+            f"{po.topic}/{int(po.partition)}": int(po.latest)
             for topic in self.topics
             for po in partition_offsets(self.conn, topic)
         }
         return {
-            f"{tp}/{p}": max(latest.get((tp, p), base) - max(int(done), base), 0)
-            for (tp, p, base), done in zip(self.lanes, processed, strict=True)
+            k: max(latest.get(k, done) - done, 0) for k, done in self.positions(processed).items()
         }
 
     @property

@@ -1906,15 +1906,26 @@ class NodeController:
         KafkaClientError
             The log's ends cannot be read (the broker is down).
         """
+        return self._per_log("lag")
+
+    def log_positions(self) -> dict[str, dict[str, int]]:
+        """Per query reading a log: per partition (``topic/partition``), the offset the last
+        batch Spark acknowledged ends at (every record before it decided: processed, or shed
+        and counted in the offset log). Queries of generated feeds are left out."""
+        return self._per_log("positions")
+
+    def _per_log(self, method: str) -> dict[str, dict[str, int]]:
+        """``feed.<method>(processed)`` of every query reading a log (``processed``: per lane,
+        the end of the last batch Spark acknowledged)."""
         processed = np.zeros(len(self.lane_query), dtype=np.int64)
         for st in self._plans.values():
             if st.acked_end is not None and len(st.acked_end) == len(st.lanes):
                 processed[st.lanes] = st.acked_end
         out: dict[str, dict[str, int]] = {}
         for q in self._queries:
-            lag = getattr(q.feed, "lag", None)
-            if getattr(q.feed, "log", False) and callable(lag):
-                out[q.name] = lag(processed[self._query_lanes[q.query_id]])
+            fn = getattr(q.feed, method, None)
+            if getattr(q.feed, "log", False) and callable(fn):
+                out[q.name] = fn(processed[self._query_lanes[q.query_id]])
         return out
 
     def cost_estimates(self) -> dict[str, Any]:

@@ -332,14 +332,18 @@ def node_status(node: Any, local: tuple[LocalQuery, ...], /, **extra: Any) -> di
     fragment, role, kept share and rows over the recent STW, rows decided and kept since the
     start, its local result SIC (Eq. 4 over the STW: results over what arrived, the kept
     share), the SIC its results carry over an STW (``stw_sic``: the fragment's part of its
-    query's SIC), p95 latency against its target, plus the node's capacity estimate, processed
+    query's SIC), p95 latency against its target, how far Spark has processed it (``done_s``:
+    Unix seconds, every window before it decided; a link's ``committed``: per partition the
+    offset the last acknowledged batch ends at), plus the node's capacity estimate, processed
     rate and policy (the dashboard's node panel, :mod:`spillway.federation.dashboard`), plus
     ``extra``."""
     snap = node.snapshot()
     hist = node.history()
     stw_sic = _stw_sic(node.results(), node.config.stw_s)
+    done, _ = node.controller.processed()
+    committed = node.controller.log_positions()
     queries = []
-    for lq, qs in zip(local, snap.queries, strict=True):
+    for lq, qs, d in zip(local, snap.queries, done, strict=True):
         queries.append({
             "name": lq.name, "fragment": lq.fragment, "query_id": lq.query_id, "kind": qs.kind,
             "role": lq.role, "root": lq.root, "kept_fraction": float(qs.kept_fraction),
@@ -350,6 +354,8 @@ def node_status(node: Any, local: tuple[LocalQuery, ...], /, **extra: Any) -> di
             "latency_p95_s": _finite(qs.latency_p95_s),
             "arrived_total": int(sum(r.query_arrived.get(lq.name, 0) for r in hist)),
             "kept_total": int(sum(r.query_admitted.get(lq.name, 0) for r in hist)),
+            "done_s": _finite(d), **({"committed": committed[lq.name]}
+                                     if lq.name in committed else {}),
         })  # fmt: skip
     return {
         "t": time.time(),

@@ -165,6 +165,17 @@ def _spark_fed(
     return sf.checks(sf.make_config(quick=True), values)
 
 
+def _kill(**over: object) -> list[Check]:
+    """spark-federation's kill checks on a kill run's figures (a passing run but ``over``)."""
+    base: dict[str, object] = {
+        "jain_survivors": 0.97, "jain_survivors_outage": 0.96, "lost_seen_at_s": 47.0,
+        "alive_again_at_s": 80.0, "caught_up": True, "caught_up_at_s": 81.0,
+        "lost_queries": {"local-c": {"results_before": 0.3, "results_outage": 0.02},
+                         "shared": {"results_before": 0.25, "results_outage": 0.05}},
+    }  # fmt: skip
+    return sf.kill_checks({**base, **over})
+
+
 SIC_AVG = (
     "experiments/test_themis_sic_correlation.py::"
     "test_avg_below_count_fails_on_values_near_zero_and_is_not_applicable_without_low_sic"
@@ -363,6 +374,26 @@ ROWS: list[Row] = [
     Row("spark-federation", ("p95_latency_bounded_on_every_node", "every_node_overloaded"), NA,
         "no run measured", run=lambda: sf.checks(sf.make_config(quick=True), {}),
         why="no run measured"),
+    Row("spark-federation", ("node_kill_jain_survivors_ge_0.95",), FAIL,
+        "node c killed: the survivors local-a and local-b at Jain 0.90 after the kill",
+        run=lambda: _kill(jain_survivors=0.9)),
+    Row("spark-federation", ("node_kill_jain_survivors_outage_ge_0.95",), FAIL,
+        "node c killed: the survivors at Jain 0.90 while it was down",
+        run=lambda: _kill(jain_survivors_outage=0.9)),
+    Row("spark-federation", ("node_kill_lost_fragments_show",), FAIL,
+        "shared's results hold 0.20 per STW over the outage against 0.25 before (the restarted "
+        "node kept its backlog)",
+        run=lambda: _kill(lost_queries={"shared": {"results_before": 0.25,
+                                                   "results_outage": 0.2}})),
+    Row("spark-federation", ("node_kill_lost_fragments_show",), NA,
+        "the killed node hosted no fragment", run=lambda: _kill(lost_queries={}),
+        why="no query had a fragment"),
+    Row("spark-federation", ("node_kill_seen_lost_and_alive_again",), FAIL,
+        "the restarted node never reached the coordinator again",
+        run=lambda: _kill(alive_again_at_s=None)),
+    Row("spark-federation", ("node_kill_caught_up",), FAIL,
+        "the restarted node's committed offsets 2 short of its link's end at the restart",
+        run=lambda: _kill(caught_up=False)),
     # ---------------------------------------- stw-validation
     elsewhere("stw-validation", "means_in_range", FAIL,
               "a 0.6 s result lag on a loaded machine: 0.9405 at STW 10 s",
@@ -518,7 +549,7 @@ EMPTY: dict[str, Callable[[], Sequence[Check]]] = {
     "overload": lambda: ov.checks({}),
     "sic-correlation": lambda: scor.checks([], []),
     "single-node-fairness": lambda: nf.checks([], nf.FairnessConfig(capacity_tuples_per_s=None)),
-    "spark-federation": lambda: sf.checks(sf.make_config(quick=True), {}),
+    "spark-federation": lambda: [*sf.checks(sf.make_config(quick=True), {}), *sf.kill_checks({})],
     "stw-validation": lambda: sv.checks([]),
     "federated-fairness": lambda: ff.checks([]),
     "shedding-interval": lambda: si.checks([]),

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import json
 import math
 import time
@@ -69,6 +70,55 @@ def test_the_report_of_three_runs_names_the_issues_values(tmp_path: Path) -> Non
         assert (tmp_path / f).exists(), f
 
 
+def _kill_run(*, survivors: tuple[float, float], caught_up: bool = True) -> dict:
+    """A kill run as ``measure`` returns it: c killed at 45 s, restarted at 60 s, heard again at
+    80 s; local-c and shared frozen at the coordinator while c is down, then falling to 0.05."""
+    run = _run(sf.KILL_MODE, (*survivors, 0.3, 0.3))
+    for e in run["timeline"]:
+        if e["elapsed_s"] >= 85:
+            e["sic"].update({"local-c": 0.05, "shared": 0.05})
+    run["summary"]["kill"] = {
+        "node": "c", "killed_at_s": 45.0, "lost_seen_at_s": 49.0, "restarted_at_s": 60.0,
+        "alive_again_at_s": 80.0, "caught_up_at_s": 81.0, "caught_up": caught_up,
+        "catch_up": {"caught_up": caught_up, "partitions": {}, "sources": {}},
+    }  # fmt: skip
+    run["lost_sic"] = {"local-c": {"before": 0.3, "outage": 0.01},
+                       "shared": {"before": 0.3, "outage": 0.02}}  # fmt: skip
+    return run
+
+
+def test_the_kill_run_gives_jain_among_the_survivors_and_the_catch_up(tmp_path: Path) -> None:
+    cfg = sf.make_config(quick=True)
+    summary = sf.EXPERIMENT.write(
+        cfg, _measured(node_kill=_kill_run(survivors=(0.3, 0.32))), tmp_path
+    )
+    kill = summary["node_kill"]
+    assert kill["verdict"] == "pass" and kill["survivors"] == ["local-a", "local-b"]
+    assert kill["jain_survivors"] == pytest.approx(0.62**2 / 2 / (0.3**2 + 0.32**2), abs=1e-3)
+    assert kill["caught_up"] is True and kill["caught_up_at_s"] == 81.0
+    assert kill["lost_queries"]["shared"] == {
+        "results_before": 0.3, "results_outage": 0.02, "coordinator_before": 0.3,
+        "coordinator_min_after": 0.05,
+    }  # fmt: skip
+    assert "node_kill" not in summary["runs"]  # the kill run is not one of the compared modes
+    verdicts = {c["name"]: c["verdict"] for c in summary["checks"]}
+    assert {n: v for n, v in verdicts.items() if n.startswith("node_kill_")} == {
+        "node_kill_jain_survivors_ge_0.95": "pass",
+        "node_kill_jain_survivors_outage_ge_0.95": "pass",
+        "node_kill_lost_fragments_show": "pass",
+        "node_kill_seen_lost_and_alive_again": "pass",
+        "node_kill_caught_up": "pass",
+    }
+    assert (tmp_path / "node_kill_sic.png").exists()
+    # survivors apart and a node that did not catch up: both fail, and the verdict with them
+    bad = _kill_run(survivors=(0.1, 0.4), caught_up=False)
+    summary = sf.EXPERIMENT.write(cfg, _measured(node_kill=bad), tmp_path / "bad")
+    verdicts = {c["name"]: c["verdict"] for c in summary["checks"]}
+    assert verdicts["node_kill_jain_survivors_ge_0.95"] == "fail"
+    assert verdicts["node_kill_caught_up"] == "fail"
+    assert summary["node_kill"]["verdict"] == "fail"
+
+
 def test_the_warm_up_is_left_out_and_a_late_node_fails_the_bound(tmp_path: Path) -> None:
     cfg = sf.make_config(quick=True)
     slow = _run("random", (0.24, 0.37, 0.52, 0.36), p95=31.0)
@@ -117,7 +167,8 @@ def test_the_quick_experiment_runs_end_to_end(tmp_path: Path) -> None:
     node shedding in some run, every query with a value from the coordinator over the measured
     part. Verdicts are the run's findings (2026-11-27 14:14 UTC, 335 s wall: Jain coordinated
     0.9721, uncoordinated 0.6664, random 0.6704; node b kept 97 % in the uncoordinated run)."""
-    cfg = replace(sf.make_config(quick=True), duration_s=60.0, warmup_s=40.0)
+    cfg = replace(sf.make_config(quick=True), duration_s=60.0, warmup_s=40.0, modes=sf.MODES,
+                  kill_at_s=20.0)  # the kill run is tested in tests/federation  # fmt: skip
     t0 = time.monotonic()
     summary = sf.run(cfg, tmp_path)
     took = time.monotonic() - t0
@@ -135,3 +186,41 @@ def test_the_quick_experiment_runs_end_to_end(tmp_path: Path) -> None:
     assert summary["node_kill"]["verdict"] == "not applicable"
     assert (tmp_path / "report.md").exists()
     print(f"quick spark-federation (60 s runs) took {took:.0f} s")
+
+
+def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``measure`` hands ``federation up`` the arguments its parser makes (every option it has,
+    defaults included; a hand-built Namespace lacked ``--ui`` once ``up`` grew it, and the
+    experiment failed before starting), and ``--kill`` in the kill run only. ``up`` and the
+    broker are stand-ins here: what is checked is what they are given."""
+    import contextlib
+
+    import spillway.federation.up as up
+    import spillway.testing
+
+    @contextlib.contextmanager
+    def broker(data_dir: Path):
+        yield argparse.Namespace(data_dir=str(data_dir))
+
+    seen: dict[str, argparse.Namespace] = {}
+
+    def fake_up(args: argparse.Namespace) -> int:
+        seen[args.out.name] = args
+        assert args.ui is False and args.ui_port is None and args.master == "local[1]"
+        args.out.mkdir(parents=True)
+        kill = {"node": "c", "killed_wall": None, "restarted_wall": None}
+        (args.out / "summary.json").write_text(json.dumps({"duration_s": args.duration,
+                                                           "kill": kill}))  # fmt: skip
+        return 0
+
+    monkeypatch.setattr(up, "cmd_up", fake_up)
+    monkeypatch.setattr(spillway.testing, "running_broker", broker)
+    cfg = replace(sf.make_config(quick=True), runs_dir=str(tmp_path))
+    got = sf.measure(cfg)
+    assert [r["mode"] for r in got["runs"]] == list(sf.RUNS)
+    assert [seen[m].kill for m in sf.RUNS] == [None, None, None, "c@40+10"]
+    assert got["runs"][-1]["lost_sic"] == {
+        "local-c": {"before": None, "outage": None}, "shared": {"before": None, "outage": None}
+    }  # fmt: skip
