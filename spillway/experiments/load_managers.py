@@ -234,6 +234,21 @@ def summarise(config: LoadManagersConfig, run: Mapping[str, Any]) -> dict[str, A
     }
 
 
+def intervals(measured: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Every run's per-interval load-manager records (intervals.csv), its scheme and settings
+    first: the trace a manager's decisions can be replayed from (the step functions are pure).
+
+    >>> intervals([{"scheme": "aurora", "settings": {"capacity": 0.8},
+    ...             "records": [{"t": 1.0, "load": 1.2, "drop": 0.33}]}])
+    [{'scheme': 'aurora', 'settings': "{'capacity': 0.8}", 't': 1.0, 'load': 1.2, 'drop': 0.33}]
+    """
+    return [
+        {"scheme": m["scheme"], "settings": str(dict(m["settings"])), **r}
+        for m in measured
+        for r in m["records"]
+    ]
+
+
 def checks(config: LoadManagersConfig, runs: Sequence[Mapping[str, Any]]) -> list[Check]:
     """Pham's claims on the measured runs (each can fail; see the module docstring).
 
@@ -352,7 +367,7 @@ def analyse(config: LoadManagersConfig, measured: Sequence[Mapping[str, Any]]) -
             "- Only the flat workload runs; the complex one (shared sources), priority classes "
             "and DILoS are later steps."
         ),
-        tables={"runs.csv": runs},
+        tables={"runs.csv": runs, "intervals.csv": intervals(measured)},
         figures=figs,
         sections=[("Every run (summary.json `runs`)", markdown_table(runs, cols))],
     )

@@ -124,3 +124,36 @@ def test_a_late_decision_s_load_is_over_the_intervals_its_arrivals_came_in():
     work = sum(e.overhead_s for e in est.values()) + est["avg"].per_tuple_s * rec["arrived"]
     assert rec["arrived"] > 0
     assert rec["load"] == pytest.approx(work / 3.0)
+
+
+def test_a_merged_batch_s_response_time_is_over_every_decision_it_held():
+    # Decisions 1 and 2 ran as one batch (Spark merged them): its rows arrived over [0, 2) s,
+    # mean arrival 1 s (both decisions keep 60 rows), done at feed time 2 s. Before, the batch
+    # took the arrival time of its last decision alone (1.5 s): 0.5 s instead of 1.0 s.
+    c = _controller("aloma")
+    start = c.initial_offset("avg")
+    c.latest_offset("avg", start)
+    c.decide(2)
+    off = c.latest_offset("avg", start)
+    assert [s.boundary for s in c._plans["avg"].pending] == [1, 2]
+    c.observe_batch("avg", rows=120, duration_s=0.2, end_offset=off, start_offset=start)
+    c.decide(3)
+    rec = c.load_control.records[-1]
+    assert rec["processed"] == 120
+    assert rec["response_time_s"] == pytest.approx(1.0)
+
+
+def test_every_plan_s_batch_gets_its_response_time():
+    # Both plans hold rows of decision 1 (mean arrival 0.5 s); "avg"'s batch finishes at 1 s,
+    # "max"'s at 2 s. Before, the first batch consumed the decision's arrival time and the
+    # second plan's rows had none: 0.5 s from "avg" alone, then no response time at all.
+    c = _controller("aloma")
+    a0, m0 = c.initial_offset("avg"), c.initial_offset("max")
+    a1 = c.latest_offset("avg", a0)
+    m1 = c.latest_offset("max", m0)
+    c.observe_batch("avg", rows=60, duration_s=0.2, end_offset=a1, start_offset=a0)
+    c.decide(2)
+    assert c.load_control.records[-1]["response_time_s"] == pytest.approx(0.5)
+    c.observe_batch("max", rows=20, duration_s=0.2, end_offset=m1, start_offset=m0)
+    c.decide(3)
+    assert c.load_control.records[-1]["response_time_s"] == pytest.approx(2.0 - 0.5)
