@@ -12,12 +12,14 @@ Pham's thesis (§6.2) runs three priority classes (weights 6/3/1, delay targets
   class-3 loss, DILoS 2.30 %, DILoS with sharing 1.42 %.
 
 Here every configuration runs one spillway node on Spark with the ``dilos`` policy
-(:mod:`spillway.spark.class_control`): three AVG queries, one per class, at the same rate
-(Pham's classes run the same 11 queries on streams of the same rate, ``class_rates``), their
-total ``overload`` times the capacity the first run measures (then the same for every run,
+(:mod:`spillway.spark.class_control`): three AVG queries, one per class, their total rate
+``overload`` times the capacity the first run measures (then the same for every run,
 which starts from the cost model that calibration fitted instead of fitting its own from the
 priors: ``Node(cost_states=...)``; ``DilosExperimentConfig.overload`` says why 2). ``D`` = 3, 4, 5
-trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). The separate managers
+trigger intervals (the thesis's 300/400/500 ms against a 150 ms cycle). On SD_c the classes'
+rates follow Table 8's premise (:func:`sd_c_rates`): classes 1 and 2 use 0.54 of their shares
+and class 3 (Pham's has 13 sources, more than the others' load) takes the rest; with equal
+rates at 2x the capacity classes 1 and 2 were above their shares too. The separate managers
 keep each class at its fixed 6/3/1 share, with no lending and no class shedding for another;
 DILoS lends what a class does not use to the others (every CRC by Eq. 6.1 with its 5 % reserve,
 and within the interval by its work-conserving CQC split, :mod:`spillway.control.cqc`) and
@@ -39,7 +41,8 @@ DILoS with sharing    **not reproduced**: the Spark node has no operator sharing
                       could stop paying for)
 ====================  =========================================================================
 
-SD_p: each class's rate is its SD_c rate times the thesis's SD_p rate over 950 t/s, drawn per
+SD_p: each class's rate is its share of the rate (``class_rates``, equal) times the thesis's
+SD_p rate over 950 t/s, drawn per
 trigger interval (the load-management cycle here, 150 ms in the thesis) from the thesis's
 bounded Pareto law (shape 1), deterministic per seed; class 1's range changes every
 ``pareto_epoch_s`` (50 s = 333 cycles in the thesis, shorter here so a run sees several
@@ -148,6 +151,25 @@ NO_SCHEDULER = (
     "2 leave), so class 3's latency is the node's; input_overloads_node checks the premise"
 )
 
+#: Table 8's premise in load terms. The separate managers hold class 3 to its 10 % share and it
+#: loses 85.37 %: its load is 0.1 / (1 - 0.8537) = 0.684 of the capacity. DILoS admits
+#: 1 - 0.2443 of that, 0.517, and classes 1 and 2 keep the rest, 0.483 (neither sheds): split
+#: 6:3, each class's arrivals are 0.537 of its share. SD_c here gives classes 1 and 2 that much
+#: and class 3 the rest of ``overload`` (:func:`sd_c_rates`).
+SD_C_SHARE_USE = (1.0 - 0.1 / (1.0 - 0.8537) * (1.0 - 0.2443)) / 0.9
+
+
+def sd_c_rates(overload: float) -> tuple[float, float, float]:
+    """The classes' SD_c arrivals over the measured capacity at ``overload`` in all: classes 1
+    and 2 at :data:`SD_C_SHARE_USE` of their 60 % and 30 % shares, class 3 the rest.
+
+    >>> [round(x, 4) for x in sd_c_rates(2.0)]
+    [0.3223, 0.1612, 1.5165]
+    """
+    c1, c2 = 0.6 * SD_C_SHARE_USE, 0.3 * SD_C_SHARE_USE
+    return (c1, c2, overload - c1 - c2)
+
+
 #: How far apart DILoS's and the separate managers' arrival rates may be (relative).
 SAME_ARRIVALS = 0.01
 
@@ -171,7 +193,9 @@ class DilosExperimentConfig:
     pareto_configs : the configurations run on SD_p (names of :data:`CONFIGS`).
     managers : the load managers run per class (and as the common one); ``none`` runs with
         the first only (no manager decides anything there).
-    class_rates : each class's share of the arrival rate (class 1 first; Pham: equal).
+    class_rates : each class's share of the SD_p base rate (class 1 first; Pham: equal streams);
+        SD_c's shares come from Table 8 instead (:func:`sd_c_rates`: only class 3 above its
+        share, as with Pham's separate managers).
     trigger_s : the trigger (load-management) interval (s); SD_p draws one rate per interval.
     overload : SD_c's arrival rate as a multiple of the capacity the first run measures (2, as
         in ``load-managers``). Pham §6.2.1 calls SD_c "slightly higher than the total system
@@ -220,6 +244,7 @@ class DilosExperimentConfig:
             raise ConfigError(f"class_rates needs one share per class (3), got {self.class_rates}")
         for i, r in enumerate(self.class_rates):
             check_number(f"class_rates[{i}]", r, low=0, low_ok=False)
+        check_number("overload", self.overload, low=0.9 * SD_C_SHARE_USE + 0.1, low_ok=False)
         check_number("pareto_epoch_s", self.pareto_epoch_s, low=0, low_ok=False)
         check_number("duration_s", self.duration_s, low=0, low_ok=False)
         check_number("warmup_s", self.warmup_s, low=0, high=self.duration_s, high_ok=False)
@@ -233,10 +258,11 @@ class DilosExperimentConfig:
 
     def node(self, manager: str, config: str, inp: str = "SD_c") -> NodeConfig:
         """The node config of one run (with overload calibration)."""
-        total = sum(self.class_rates)
+        rates = sd_c_rates(self.overload) if inp == "SD_c" else self.class_rates
+        total = sum(rates)
         layout, dilos = CONFIGS[config]
         qs = []
-        for c, r in enumerate(self.class_rates):
+        for c, r in enumerate(rates):
             shape: dict[str, Any] = {}
             if inp == "SD_p":
                 shape = {
@@ -623,11 +649,13 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
         values={"configs": runs},
         checks=cks,
         setup=(
-            f"Three AVG queries, one per class (weights 6/3/1), rate shares "
-            f"{'/'.join(num(x) for x in config.class_rates)}, arrival rate "
+            f"Three AVG queries, one per class (weights 6/3/1), arrival rate "
             f"{config.overload:g} x the capacity the first run measured (then the same for every "
-            f"run, each starting from the cost model that calibration fitted). SD_c: constant. "
-            f"SD_p: each class's SD_c rate times Pham's SD_p rate over "
+            f"run, each starting from the cost model that calibration fitted). SD_c: constant, "
+            f"classes 1 and 2 at {num(SD_C_SHARE_USE)} of their shares of that capacity and "
+            f"class 3 the rest (Table 8's premise: {'/'.join(num(x) for x in sd_c_rates(config.overload))} "
+            f"x the capacity). SD_p: class shares {'/'.join(num(x) for x in config.class_rates)} "
+            f"of the rate, times Pham's SD_p rate over "
             f"950 t/s, one bounded-Pareto draw (shape 1) per trigger interval, seed "
             f"{config.seed}; class 1's range changes every {num(config.pareto_epoch_s)} s "
             f"(Pham: 50 s). D = 3, 4, 5 trigger intervals of {num(config.trigger_s)} s (Pham: "

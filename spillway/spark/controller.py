@@ -806,7 +806,6 @@ class NodeController:
             if config.load_control is None
             else LoadControl(config.load_control, trigger_s=config.trigger_s)
         )
-        self._arrival_mid: dict[int, float] = {}
         #: The classes' load managers (``config.class_control``), or None.
         self.class_control = None
         if config.class_control is not None:
@@ -819,8 +818,9 @@ class NodeController:
                 config.class_control, trigger_s=config.trigger_s, n_queries=self.n_queries
             )
             self._lane_class = self.class_control.query_index[self.lane_query]
-        #: Per plan, per boundary: (each class's mean arrival time, kept rows) of its segment.
-        self._class_mid: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
+        #: Per plan, per decision not yet in a finished batch: each group's mean arrival time
+        #: and kept rows (:meth:`_note_rows`).
+        self._row_mid: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
         #: Called with a :class:`~spillway.events.DecisionEvent` after every decision and a
         #: :class:`~spillway.events.BatchEvent` after every measured batch, under the lock
         #: (quick, never calling back); their errors go to :attr:`observer_errors`.
@@ -890,6 +890,7 @@ class NodeController:
             st.acked_end = np.zeros(len(lanes), dtype=np.int64)
             self._plans[p.name] = st
         self.lane_query = np.array(lane_query, dtype=np.int64)
+        self._one_group = np.zeros(len(self.lane_query), dtype=np.int64)  # the node: one group
         self.lane_source = np.array(lane_source, dtype=np.int64)
         self.lane_plan = np.array(lane_plan, dtype=np.int64)
         #: Lanes of a log (read as their kept runs: shed records are never fetched).
@@ -1263,7 +1264,7 @@ class NodeController:
             self._overload = None  # the classes' managers decide (below)
         elif self.load_control is not None:
             self._overload = None
-            drop = self._load_drop(k, tau, count, t0_us, t1_us, est)
+            drop = self._load_drop(k, tau, count, est)
             if drop > 0 or sheds_always:
                 ask = (1.0 - drop) * backlog_cost
         else:
@@ -1293,9 +1294,10 @@ class NodeController:
                 dropped=drop_c.astype(np.int64).tolist(),
                 t=tau,
             )
-            self._note_class_rows(k, count, keep, t0_us, t1_us)
+            self._note_rows(k, count, keep, t0_us, t1_us, self._lane_class, n_c)
         if self.load_control is not None:
             self.load_control.note_dropped(int((count - keep).sum()))
+            self._note_rows(k, count, keep, t0_us, t1_us, self._one_group, 1)
         self._decided = np.maximum(self._decided, arrived_end)
         grouped = units is not None and units.grouped
         bounds = None
@@ -1418,25 +1420,17 @@ class NodeController:
         k: int,
         tau: float,
         count: np.ndarray,
-        t0_us: np.ndarray,
-        t1_us: np.ndarray,
         est: Mapping[str, CostEstimate],
     ) -> float:
         """The load manager's drop fraction for decision ``k`` (feed time ``tau``), from the
         measured statistics and the plans' fitted costs ``est``
-        (:mod:`spillway.spark.load_control`); also notes the mean arrival time of the rows
-        decided now, for their response times."""
+        (:mod:`spillway.spark.load_control`)."""
         lc = self.load_control
         assert lc is not None
         interval_s = self._covered_s(k)
-        one = np.zeros(len(self.lane_query), dtype=np.int64)
-        w, q = self._work_and_queued(one, 1, count, est)
+        w, q = self._work_and_queued(self._one_group, 1, count, est)
         work, queued = float(w[0]), float(q[0])
         total = float(count.sum())
-        if total > 0:
-            q_n = np.bincount(self.lane_query, weights=count, minlength=self.n_queries)
-            mid = (t0_us + t1_us) / 2e6
-            self._arrival_mid[k] = float((q_n * mid).sum() / total)
         decision = lc.decide(
             t=tau,
             interval_s=interval_s,
@@ -1539,44 +1533,71 @@ class NodeController:
             keep[mine] = kept[mine]
         return keep
 
-    def _note_class_rows(
-        self, k: int, count: np.ndarray, keep: np.ndarray, t0_us: np.ndarray, t1_us: np.ndarray
+    def _note_rows(
+        self,
+        k: int,
+        count: np.ndarray,
+        keep: np.ndarray,
+        t0_us: np.ndarray,
+        t1_us: np.ndarray,
+        lane_group: np.ndarray,
+        n_groups: int,
     ) -> None:
-        """Remember, per plan, each class's kept rows of decision ``k`` and their mean arrival
-        time (the midpoint of each query's decided span, weighted by its arrivals)."""
-        cc = self.class_control
-        assert cc is not None
-        n_c = cc.config.n_classes
+        """Remember, per plan, each group's (class's, or the node's: one group) kept rows of
+        decision ``k`` and their mean arrival time (the midpoint of each query's decided span,
+        weighted by its arrivals), for the response times of the batches that hold them."""
         mid_lane = ((t0_us + t1_us) / 2e6)[self.lane_query]
         for st in self._plans.values():
             ln = st.lanes
-            cls = self._lane_class[ln]
-            n = np.bincount(cls, weights=count[ln], minlength=n_c)
-            kept = np.bincount(cls, weights=keep[ln], minlength=n_c)
+            g = lane_group[ln]
+            n = np.bincount(g, weights=count[ln], minlength=n_groups)
+            kept = np.bincount(g, weights=keep[ln], minlength=n_groups)
             if not kept.any():
                 continue
-            at = np.bincount(cls, weights=count[ln] * mid_lane[ln], minlength=n_c)
-            mid = np.divide(at, n, out=np.full(n_c, np.nan), where=n > 0)
-            self._class_mid.setdefault(st.spec.name, {})[k] = (mid, kept)
+            at = np.bincount(g, weights=count[ln] * mid_lane[ln], minlength=n_groups)
+            mid = np.divide(at, n, out=np.full(n_groups, np.nan), where=n > 0)
+            self._row_mid.setdefault(st.spec.name, {})[k] = (mid, kept)
+
+    def _done_rows(self, plan: str, boundary: int) -> list[tuple[float, float]]:
+        """A batch of ``plan`` ending at ``boundary`` finished: per group, the kept rows of
+        every decision it held (one decision, or several merged into one batch) and their
+        mean arrival time, weighted by those rows; the decisions are consumed.
+
+        >>> from spillway.testing import ListFeed
+        >>> from spillway.policies import make_policy
+        >>> feed = ListFeed(times=[[0.1, 0.2]], values=[[1.0, 2.0]])
+        >>> plan = PlanSpec(name="p", kind="avg", window_s=1.0,
+        ...                 queries=(PlanQuery(query_id=0, name="q", feed=feed),))
+        >>> c = NodeController(ControllerConfig(clock="logical"), [plan], make_policy("uniform"))
+        >>> one, a = np.zeros(1, dtype=np.int64), np.array
+        >>> c._note_rows(1, a([10]), a([10]), a([0.0]), a([1e6]), one, 1)
+        >>> c._note_rows(2, a([30]), a([30]), a([1e6]), a([2e6]), one, 1)
+        >>> c._done_rows("p", 2)                # 10 rows from 0.5 s, 30 from 1.5 s: mean 1.25 s
+        [(40.0, 1.25)]
+        >>> c._done_rows("p", 2)
+        [(0.0, nan)]
+        """
+        pending = self._row_mid.get(plan, {})
+        done = [k for k in pending if k <= boundary]
+        n_groups = len(next(iter(pending.values()))[1]) if pending else 1
+        out: list[tuple[float, float]] = []
+        for c in range(n_groups):
+            rows = float(sum(float(pending[k][1][c]) for k in done))
+            at = sum(float(pending[k][0][c] * pending[k][1][c]) for k in done if pending[k][1][c])
+            out.append((rows, at / rows if rows > 0 else math.nan))
+        for k in done:
+            del pending[k]
+        return out
 
     def _observe_classes(self, plan: str, boundary: int) -> None:
         """A batch of ``plan`` ending at ``boundary`` finished: each class's rows of the
         decisions it held got results now."""
         cc = self.class_control
         assert cc is not None
-        pending = self._class_mid.get(plan, {})
-        done = [k for k in pending if k <= boundary]
-        if not done:
-            return
         now = self.feed_time()
-        for c in range(cc.config.n_classes):
-            rows = sum(float(pending[k][1][c]) for k in done)
-            if rows <= 0:
-                continue
-            mid = sum(float(pending[k][0][c] * pending[k][1][c]) for k in done) / rows
-            cc.observe(c, rows=int(round(rows)), response_s=now - mid, t=now)
-        for k in done:
-            del pending[k]
+        for c, (rows, mid) in enumerate(self._done_rows(plan, boundary)):
+            if rows > 0:
+                cc.observe(c, rows=int(round(rows)), response_s=now - mid, t=now)
 
     def _group_read(
         self, count: np.ndarray, cap_tuples: float, sheds_always: bool
@@ -2160,12 +2181,10 @@ class NodeController:
                     ),
                 )
             if self.load_control is not None and boundary is not None:
-                arrived_at = self._arrival_mid.get(boundary)
-                for k_old in [k for k in self._arrival_mid if k <= boundary]:
-                    del self._arrival_mid[k_old]  # merged into this batch, or already seen
+                ((held, arrived_at),) = self._done_rows(plan, boundary)
                 self.load_control.observe(
                     rows=int(rows),
-                    response_s=None if arrived_at is None else self.feed_time() - arrived_at,
+                    response_s=self.feed_time() - arrived_at if held > 0 else None,
                 )
             if self.class_control is not None and boundary is not None:
                 self._observe_classes(plan, boundary)

@@ -107,9 +107,14 @@ ALL_GROUPED = ("error_cod_le_0.1", "error_uniform_ge_4x_cod", "missing_groups_co
 
 
 # ---------------------------------------- other inputs
-def _load_managers(**runs: tuple[float, float]) -> list[Check]:
-    """load-managers' checks on runs given as scheme=(mean delay violation s, loss)."""
-    rs = [{"scheme": k, "delay_violation_mean_s": v, "loss": x} for k, (v, x) in runs.items()]
+def _load_managers(*runs: tuple[str, float | None, float, float]) -> list[Check]:
+    """load-managers' checks on runs given as (scheme, H off the tuned one or None when
+    untuned, mean delay violation s, loss); the tuned H is 0.8."""
+    rs = [
+        {"scheme": k, "h": "auto" if e is None else 0.8 * (1 + e), "h_vs_tuned": e,
+         "delay_violation_mean_s": v, "loss": x}
+        for k, e, v, x in runs
+    ]  # fmt: skip
     return lm.checks(lm.make_config(quick=True), rs)
 
 
@@ -283,17 +288,33 @@ ROWS: list[Row] = [
         lambda: dl.checks(dl.make_config(quick=True), []), why="no class scheduler"),
     # ---------------------------------------- load-managers
     Row("load-managers", ("aloma_violation_le_0.1D", "seamless_violation_le_0.1D"), FAIL,
-        "ALoMa and SEaMLeSS 0.5 s over D = 1.5 s on average",
-        run=lambda: _load_managers(aloma=(0.5, 0.4), seamless=(0.5, 0.4))),
+        "ALoMa and SEaMLeSS 0.5 s over D = 2 s on average",
+        run=lambda: _load_managers(("aloma", None, 0.5, 0.4), ("seamless", None, 0.5, 0.4))),
     Row("load-managers", ("ctrl_wrong_h_violates_more_than_aloma",), FAIL,
         "CTRL (H +20 %) 0.1 s of violation, ALoMa 0.5 s",
-        run=lambda: _load_managers(ctrl=(0.1, 0.4), aloma=(0.5, 0.4))),
+        run=lambda: _load_managers(("ctrl", 0.2, 0.1, 0.4), ("aloma", None, 0.5, 0.4))),
     Row("load-managers", ("aloma_violation_le_0.1D", "ctrl_wrong_h_violates_more_than_aloma"),
-        NA, "ALoMa did not run", run=lambda: _load_managers(ctrl=(0.1, 0.4)),
+        NA, "ALoMa did not run", run=lambda: _load_managers(("ctrl", 0.2, 0.1, 0.4)),
         tag="-missing"),
+    Row("load-managers", ("ctrl_wrong_h_violates_more_than_tuned",), FAIL,
+        "CTRL (H +20 %) 0.03 s of violation, CTRL at the tuned H 0.1 s (a diagnostic quick run's "
+        "CTRL gave 0.03 s at H 0.96)",
+        run=lambda: _load_managers(("ctrl", 0.2, 0.03, 0.55), ("ctrl", 0.0, 0.1, 0.6))),
+    Row("load-managers", ("ctrl_wrong_h_violates_more_than_tuned",), NA,
+        "CTRL ran at H +20 % only", run=lambda: _load_managers(("ctrl", 0.2, 0.1, 0.4)),
+        why="CTRL's at the tuned H run missing"),
+    Row("load-managers", ("aurora_tuned_h_misses_d",), FAIL,
+        "Aurora at the H right before the job 0.04 s over D on average (under 0.1·D = 0.2 s)",
+        run=lambda: _load_managers(("aurora", 0.0, 0.04, 0.4))),
+    Row("load-managers", ("aurora_violation_grows_with_h",), FAIL,
+        "Aurora's sweep: 0.9 s of violation at H 0.5, 0.2 s at H 0.9",
+        run=lambda: _load_managers(("aurora", -0.375, 0.9, 0.6), ("aurora", 0.125, 0.2, 0.3))),
+    Row("load-managers", ("aurora_violation_grows_with_h",), NA,
+        "Aurora at one H (a quick run)", run=lambda: _load_managers(("aurora", 0.0, 0.9, 0.4)),
+        why="no Aurora H sweep"),
     Row("load-managers", ("every_scheme_sheds_under_overload",), FAIL,
         "a scheme that shed nothing at 2x the measured capacity (loss 0)",
-        run=lambda: _load_managers(aurora=(0.0, 0.0), aloma=(0.05, 0.4))),
+        run=lambda: _load_managers(("aurora", 0.0, 0.0, 0.0), ("aloma", None, 0.05, 0.4))),
     # ---------------------------------------- kafka-overload
     *(elsewhere("kafka-overload", name, verdict, words,
                 "experiments/test_kafka_overload.py::"

@@ -108,3 +108,21 @@ def test_the_common_manager_and_no_manager_are_not_held_to_the_priority_order():
     runs = [dl.summarise(cfg, _measured("common", "aurora", (0.4219, 0.4215, 0.4224)))]
     (order,) = [c for c in dl.checks(cfg, runs) if c.name == "higher_class_never_loses_more"]
     assert order.verdict == "not applicable"
+
+
+def test_sd_c_class_rates_follow_table_8s_premise():
+    # Pham Table 8: with separate managers only class 3 sheds (classes 1 and 2 are under their
+    # 60 % and 30 % shares). Before, SD_c gave the classes equal rates: at 2x the capacity
+    # classes 1 and 2 were at 1.11 and 2.22 times their shares.
+    cfg = dl.make_config(quick=True)
+    for config in cfg.configs:
+        rates = [q.rate for q in cfg.node("aurora", config, "SD_c").queries]
+        shares = zip(rates, (0.6, 0.3, 0.1), strict=True)
+        over_share = [cfg.overload * r / sum(rates) / s for r, s in shares]
+        assert over_share[0] == pytest.approx(0.537, abs=1e-3)
+        assert over_share[1] == pytest.approx(0.537, abs=1e-3)
+        assert over_share[2] == pytest.approx(15.17, abs=0.01)
+    sd_p = [q.rate for q in cfg.node("aurora", "dilos", "SD_p").queries]
+    assert sd_p[0] == sd_p[1] == sd_p[2]  # SD_p: equal shares, Pham's ranges shape them
+    with pytest.raises(ConfigError, match="overload must be a finite number > 0.583"):
+        dl.DilosExperimentConfig(overload=0.5)

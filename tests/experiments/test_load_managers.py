@@ -10,14 +10,16 @@ from spillway.errors import ConfigError
 from spillway.experiments import load_managers as lm
 
 
-def _measured(scheme, rt_before, rt_after, kept=0.5):
+def _measured(scheme, rt_before, rt_after, kept=0.5, h=None):
     recs = [
         {"t": float(t), "processed": 100, "capacity": 0.8,
          "response_time_s": rt_before if t < 25 else rt_after}
         for t in range(0, 50)
     ]  # fmt: skip
     arrived = [(float(t), 200, int(200 * kept)) for t in range(0, 50)]
-    return {"scheme": scheme, "settings": {}, "rate": 9e5, "records": recs, "arrived": arrived}
+    settings = {} if h is None else {"capacity": h}
+    return {"scheme": scheme, "settings": settings, "rate": 9e5, "records": recs,
+            "arrived": arrived}  # fmt: skip
 
 
 def test_config_errors():
@@ -31,21 +33,39 @@ def test_config_errors():
 
 def test_report_from_measured_records(tmp_path):
     cfg = lm.make_config(quick=True)
-    measured = [_measured("aurora", 1.0, 3.0), _measured("ctrl", 2.0, 4.0),
-                _measured("seamless", 1.0, 1.6), _measured("aloma", 1.0, 1.55)]  # fmt: skip
+    measured = [_measured("aurora", 1.0, 3.0, h=0.8), _measured("ctrl", 1.0, 2.5, h=0.8),
+                _measured("ctrl", 2.5, 4.0, h=0.96), _measured("seamless", 1.0, 2.1),
+                _measured("aloma", 1.0, 2.05)]  # fmt: skip
     s = lm.EXPERIMENT.write(cfg, measured, tmp_path)
-    runs = {r["scheme"]: r for r in s["runs"]}
+    runs = {lm.label(r): r for r in s["runs"]}
+    assert list(runs) == ["aurora H 0.8 (tuned)", "ctrl H 0.8 (tuned)", "ctrl H 0.96 (+20 %)",
+                          "seamless", "aloma"]  # fmt: skip
     assert set(runs["aloma"]) >= {"scheme", "workload", "target_s", "delay_violation_mean_s",
-                                  "loss"}  # fmt: skip
-    # D = 1.5 s; after warm-up (10 s): 15 intervals at 1.0 s, 25 at 1.55 s -> 25/40 · 0.05
+                                  "loss", "h", "h_vs_tuned"}  # fmt: skip
+    assert runs["aloma"]["h"] == "auto" and runs["ctrl H 0.96 (+20 %)"]["h_vs_tuned"] == 0.2
+    # D = 2 s; after warm-up (10 s): 15 intervals at 1.0 s, 25 at 2.05 s -> 25/40 · 0.05
     assert runs["aloma"]["delay_violation_mean_s"] == pytest.approx(0.03125, rel=1e-3)
     assert runs["aloma"]["loss"] == pytest.approx(0.5)
+    assert runs["aloma"]["response_min_s"] == 1.0
     verdicts = {c["name"]: c["verdict"] for c in s["checks"]}
     assert verdicts == {
         "aloma_violation_le_0.1D": "pass",
         "seamless_violation_le_0.1D": "pass",
         "ctrl_wrong_h_violates_more_than_aloma": "pass",
+        "ctrl_wrong_h_violates_more_than_tuned": "pass",
+        "aurora_tuned_h_misses_d": "pass",
+        "aurora_violation_grows_with_h": "not applicable",
         "every_scheme_sheds_under_overload": "not applicable",
     }
     assert json.loads((tmp_path / "summary.json").read_text())["runs"][0]["workload"] == "flat"
     assert (tmp_path / "delay_violation.png").exists() and (tmp_path / "report.md").exists()
+    trace = (tmp_path / "intervals.csv").read_text().splitlines()
+    assert len(trace) == 1 + 5 * 50 and trace[0].startswith("scheme,settings,t,")
+
+
+def test_full_runs_sweep_aurora_and_ctrl():
+    cfg = lm.make_config()
+    hs = [(m, s.get("capacity")) for m, s in cfg.schemes]
+    assert [h for m, h in hs if m == "aurora"] == [0.5, 0.6, 0.7, 0.8, 0.9]
+    assert [h for m, h in hs if m == "ctrl"] == [0.64, 0.76, 0.8, 0.84, 0.96]
+    assert cfg.target_s == 2.0 and cfg.duration_s == 200.0

@@ -71,15 +71,24 @@ def test_a_high_headroom_keeps_everything_and_no_manager_leaves_the_detector():
     assert plain.load_control is None
 
 
-def test_measured_batches_give_the_response_time_arrival_to_result():
+def _after_one_batch(rows: int, merged: int = 1) -> dict:
+    """The load manager's record after one batch of plan "avg" holding decisions 1 to
+    ``merged``, finished at feed time ``merged`` s (logical clock: the last decision's time)."""
     c = _controller("aloma")
     start = c.initial_offset("avg")
     off = c.latest_offset("avg", start)  # boundary 1: the rows of [0, 1) s, mean arrival 0.5 s
     c.latest_offset("max", c.initial_offset("max"))
-    # logical clock: the batch finishes at feed time 1 s (the last decision's time)
-    c.observe_batch("avg", rows=30, duration_s=0.2, end_offset=off, start_offset=start)
-    c.decide(2)
-    rec = c.load_control.records[-1]
+    for k in range(2, merged + 1):
+        c.decide(k)
+        off = c.latest_offset("avg", start)
+    assert [s.boundary for s in c._plans["avg"].pending] == list(range(1, merged + 1))
+    c.observe_batch("avg", rows=rows, duration_s=0.2, end_offset=off, start_offset=start)
+    c.decide(merged + 1)
+    return c.load_control.records[-1]
+
+
+def test_measured_batches_give_the_response_time_arrival_to_result():
+    rec = _after_one_batch(rows=30)
     assert rec["processed"] == 30
     assert rec["response_time_s"] == pytest.approx(0.5)
 
@@ -124,3 +133,28 @@ def test_a_late_decision_s_load_is_over_the_intervals_its_arrivals_came_in():
     work = sum(e.overhead_s for e in est.values()) + est["avg"].per_tuple_s * rec["arrived"]
     assert rec["arrived"] > 0
     assert rec["load"] == pytest.approx(work / 3.0)
+
+
+def test_a_merged_batch_s_response_time_is_over_every_decision_it_held():
+    # Decisions 1 and 2 ran as one batch (Spark merged them): its rows arrived over [0, 2) s,
+    # mean arrival 1 s (both decisions keep 60 rows), done at feed time 2 s. Before, the batch
+    # took the arrival time of its last decision alone (1.5 s): 0.5 s instead of 1.0 s.
+    rec = _after_one_batch(rows=120, merged=2)
+    assert rec["processed"] == 120
+    assert rec["response_time_s"] == pytest.approx(1.0)
+
+
+def test_every_plan_s_batch_gets_its_response_time():
+    # Both plans hold rows of decision 1 (mean arrival 0.5 s); "avg"'s batch finishes at 1 s,
+    # "max"'s at 2 s. Before, the first batch consumed the decision's arrival time and the
+    # second plan's rows had none: 0.5 s from "avg" alone, then no response time at all.
+    c = _controller("aloma")
+    a0, m0 = c.initial_offset("avg"), c.initial_offset("max")
+    a1 = c.latest_offset("avg", a0)
+    m1 = c.latest_offset("max", m0)
+    c.observe_batch("avg", rows=60, duration_s=0.2, end_offset=a1, start_offset=a0)
+    c.decide(2)
+    assert c.load_control.records[-1]["response_time_s"] == pytest.approx(0.5)
+    c.observe_batch("max", rows=20, duration_s=0.2, end_offset=m1, start_offset=m0)
+    c.decide(3)
+    assert c.load_control.records[-1]["response_time_s"] == pytest.approx(2.0 - 0.5)
