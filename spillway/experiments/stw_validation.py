@@ -117,8 +117,10 @@ class StwValidationConfig:
         seconds on a loaded machine), piles up a backlog of windows and works it off during
         its sampled STWs, which then hold more than one STW of results.
     trigger_s : shedding interval = trigger = the queries' window (THEMIS: 250 ms). The
-        paper's STW rule loses about ``lag / STW`` of SIC, and the result lag is about one
-        trigger plus a micro-batch: 0.5 s keeps it near THEMIS's (measured 0.40 s here).
+        paper's STW rule loses about ``lag / STW`` of SIC, and the result lag is about half a
+        trigger plus a micro-batch, or 1.5 micro-batches once batches outlast the trigger
+        (measured here: 0.5-0.6 s at 0.5 s, batches of 0.48 s; 0.25 s is no better, EXPERIMENTS.md
+        "STW validation").
     seed : seed of feeds and policy.
     master : Spark master URL.
     """

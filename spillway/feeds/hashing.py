@@ -31,6 +31,7 @@ False
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -41,6 +42,7 @@ _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _M1 = np.uint64(0xBF58476D1CE4E5B9)
 _M2 = np.uint64(0x94D049BB133111EB)
 _SOURCE_MULT = np.uint64(0xD6E8FEB86659FD93)
+_SOURCE_MULT_INT = int(_SOURCE_MULT)
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)
 _MASK = (1 << 64) - 1
 _TWO_M53 = 2.0**-53
@@ -71,7 +73,27 @@ def _mix_inplace(z: np.ndarray) -> np.ndarray:
 
 
 def _mix_int(x: int) -> int:
-    return int(mix64(np.array([x & _MASK], dtype=np.uint64))[0])
+    """:func:`mix64` of one int (taken modulo 2**64), in Python ints: a feed hashes its
+    (seed, stream, source) key on every call, and for a small lane (a hundred tuples a
+    micro-batch) the numpy calls of the same arithmetic on one-element arrays cost more than
+    the tuples themselves.
+
+    >>> all(_mix_int(x) == int(mix64(np.array([x % 2**64], dtype=np.uint64))[0])
+    ...     for x in (0, 1, 12345, -7, 2**64 - 1, 2**70 + 3))
+    True
+    """
+    x &= _MASK
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _MASK
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+@functools.lru_cache(maxsize=4096)
+def _stream_base(seed: int, stream: Stream) -> int:
+    """``mix(mix(seed) ^ stream)``, the part of a key shared by every source of a stream."""
+    return _mix_int(_mix_int(seed & _MASK) ^ stream_id(stream))
 
 
 def stream_id(stream: Stream) -> int:
@@ -86,6 +108,11 @@ def stream_id(stream: Stream) -> int:
         return stream & _MASK
     if not isinstance(stream, str):
         raise ConfigError(f"stream must be an int or a str, got {type(stream).__name__}")
+    return _text_id(stream)
+
+
+@functools.lru_cache(maxsize=4096)
+def _text_id(stream: str) -> int:
     h = 0xCBF29CE484222325
     for byte in stream.encode():
         h = ((h ^ byte) * 0x100000001B3) & _MASK
@@ -108,12 +135,17 @@ def hash64(
     >>> hash64(0, "x", 0, np.arange(3)).dtype
     dtype('uint64')
     """
-    base = _mix_int(_mix_int(seed & _MASK) ^ stream_id(stream))
-    src = np.array(source, ndmin=1).astype(np.uint64)
-    key = mix64(np.uint64(base) ^ mix64(src * _SOURCE_MULT))
+    if isinstance(stream, bool) or not isinstance(stream, int | str):
+        stream_id(stream)  # its ConfigError, before the cache (True would find 1's entry)
+    base = _stream_base(seed, stream)
     z = np.array(index, ndmin=1).astype(np.uint64)  # a fresh array: modified in place below
     z += np.uint64(1)
     z *= _GAMMA
+    if np.ndim(source) == 0:  # one source: its key in Python ints (see _mix_int)
+        z += np.uint64(_mix_int(base ^ _mix_int(int(source) * _SOURCE_MULT_INT)))
+        return _mix_inplace(z)
+    src = np.array(source, ndmin=1).astype(np.uint64)
+    key = mix64(np.uint64(base) ^ mix64(src * _SOURCE_MULT))
     if z.shape == np.broadcast_shapes(z.shape, key.shape):
         z += key
     else:

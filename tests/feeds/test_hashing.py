@@ -94,3 +94,26 @@ def test_lognormal_has_mean_one_and_the_asked_spread():
     z = hashing.normal(2, "f", 1, idx)
     assert np.array_equal(np.argsort(x[:1000]), np.argsort(z[:1000]))
     assert np.array_equal(hashing.lognormal(2, "f", 1, idx[:5], cv=0.0), np.ones(5))
+
+
+def test_the_numbers_are_those_every_earlier_run_drew():
+    """Feeds regenerate tuples from these hashes, so a recorded run, a checkpoint's replay and
+    an exact answer computed later all rest on them: the values are pinned (SplitMix64 as the
+    module docstring writes it; drawn before one source's key was computed in Python ints)."""
+    one = hashing.hash64(7, "value", 3, np.array([0, 1, 2**40]))
+    assert one.tolist() == [8352012354887504588, 8436882724029681893, 17778208450540679100]
+    grid = hashing.hash64(-3, 12, np.array([[0], [5]]), np.array([4, 9]))
+    assert grid.tolist() == [
+        [10869920696451538660, 91732055630529727],
+        [18325935935454874909, 15662218521252711961],
+    ]
+    # one source as an int, a numpy scalar or a 0-d array: the same numbers as in an array
+    for src in (5, np.int64(5), np.array(5)):
+        assert np.array_equal(hashing.hash64(-3, 12, src, np.array([4, 9])), grid[1])
+
+
+def test_a_stream_that_is_neither_int_nor_text_is_refused_whatever_was_drawn_before():
+    hashing.hash64(0, 1, 0, 0)  # 1 is cached now; True must not find its entry
+    for bad in (True, [1], 2.0):
+        with pytest.raises(ConfigError, match="stream must be an int or a str"):
+            hashing.hash64(0, bad, 0, 0)
