@@ -648,7 +648,13 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     shed record there is never fetched, so such a lane counts only where the end offset decides
     it per group (its whole range is read then, the keys decide what is kept). A lane the end
     offset reads in part (a bounded group read, :attr:`~spillway.spark.source.PlanOffset.read`)
-    counts only the tuples it reads: the others are shed unread, so cost nothing either.
+    counts only the tuples it reads: the others are shed unread, so cost nothing either. A lane
+    that keeps nothing of its range without a per-group decision is not touched at all
+    (:func:`~spillway.spark.source.select_kept` returns before hashing it, a log reads no run),
+    so it counts 0: counted, the fixed cost of a batch that kept nothing was fitted as a
+    per-arrived cost (the arrivals of an overloaded node barely vary, so the fit cannot tell
+    the two apart), a node that shed everything was then charged 0.55 s an interval for
+    arrivals it never touches, and its capacity stayed at 0 (issue 11).
 
     >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
     ...      "sic": [0.1, 0.1]}
@@ -662,6 +668,10 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     4
     >>> _covered(a, dict(a, b=2, end=[9, 10], read={"1": [[7, 10, 2]]}), unread=[False, True])
     6
+    >>> _covered(a, dict(a, b=2, end=[9, 10], keep=[0, 2]))  # lane 0 keeps none: untouched
+    3
+    >>> _covered(a, dict(a, b=2, end=[9, 10], keep=[0, 0], groups={"0": [[3], [0]]}))
+    4
     """
     if start is None or end is None:
         return None
@@ -671,16 +681,15 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
         return None
     if s.n_lanes != e.n_lanes or (unread is not None and len(unread) != e.n_lanes):
         return None
-    skip = (
-        [bool(unread[j]) and j not in e.groups and j not in e.read for j in range(e.n_lanes)]
-        if unread
-        else None
-    )
+    skip = [
+        j not in e.groups and j not in e.read and (bool(unread and unread[j]) or e.keep[j] <= 0)
+        for j in range(e.n_lanes)
+    ]
     return int(
         sum(
             sum(t[2] for t in e.read[j]) if j in e.read else max(b - a, 0)
             for j, (a, b) in enumerate(zip(s.end, e.end, strict=True))
-            if skip is None or not skip[j]
+            if not skip[j]
         )
     )
 
