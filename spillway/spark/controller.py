@@ -294,6 +294,15 @@ CLOCKS = ("wall", "logical")
 #: as the first fitted point drags the overhead estimate for many batches.
 DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
 
+#: Prior standard deviation of the per-arrived cost (s) when the policy reads nothing of a shed
+#: tuple: a generated lane kept in part is hashed to choose (:func:`~spillway.spark.source.
+#: select_kept`: 10-30 ns a tuple measured on 24,000-300,000 tuples), a log's shed records are
+#: never fetched. The default prior (5 µs, a log record fetched for its key) let the fit take a
+#: batch's fixed cost as per-arrived: an overloaded node's arrivals barely vary, so the data
+#: cannot tell the two apart and the wider prior gets it. Issue 11: node c of spark-federation
+#: fitted 1.85 µs an arrival (0.55 s an interval) and kept nothing for 50 s.
+HASHED_ARRIVED_STD_S = 2e-7
+
 #: The capacity reach looks at this many of a plan's latest measured batches.
 REACH_BATCHES = 20
 
@@ -648,13 +657,7 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     shed record there is never fetched, so such a lane counts only where the end offset decides
     it per group (its whole range is read then, the keys decide what is kept). A lane the end
     offset reads in part (a bounded group read, :attr:`~spillway.spark.source.PlanOffset.read`)
-    counts only the tuples it reads: the others are shed unread, so cost nothing either. A lane
-    that keeps nothing of its range without a per-group decision is not touched at all
-    (:func:`~spillway.spark.source.select_kept` returns before hashing it, a log reads no run),
-    so it counts 0: counted, the fixed cost of a batch that kept nothing was fitted as a
-    per-arrived cost (the arrivals of an overloaded node barely vary, so the fit cannot tell
-    the two apart), a node that shed everything was then charged 0.55 s an interval for
-    arrivals it never touches, and its capacity stayed at 0 (issue 11).
+    counts only the tuples it reads: the others are shed unread, so cost nothing either.
 
     >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
     ...      "sic": [0.1, 0.1]}
@@ -668,10 +671,6 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     4
     >>> _covered(a, dict(a, b=2, end=[9, 10], read={"1": [[7, 10, 2]]}), unread=[False, True])
     6
-    >>> _covered(a, dict(a, b=2, end=[9, 10], keep=[0, 2]))  # lane 0 keeps none: untouched
-    3
-    >>> _covered(a, dict(a, b=2, end=[9, 10], keep=[0, 0], groups={"0": [[3], [0]]}))
-    4
     """
     if start is None or end is None:
         return None
@@ -681,15 +680,16 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
         return None
     if s.n_lanes != e.n_lanes or (unread is not None and len(unread) != e.n_lanes):
         return None
-    skip = [
-        j not in e.groups and j not in e.read and (bool(unread and unread[j]) or e.keep[j] <= 0)
-        for j in range(e.n_lanes)
-    ]
+    skip = (
+        [bool(unread[j]) and j not in e.groups and j not in e.read for j in range(e.n_lanes)]
+        if unread
+        else None
+    )
     return int(
         sum(
             sum(t[2] for t in e.read[j]) if j in e.read else max(b - a, 0)
             for j, (a, b) in enumerate(zip(s.end, e.end, strict=True))
-            if not skip[j]
+            if skip is None or not skip[j]
         )
     )
 
@@ -781,6 +781,15 @@ class NodeController:
             raise ConfigError(f"policy must be a spillway Policy, got {type(policy).__name__}")
         self.config = config
         self.policy = policy
+        #: Every plan's cost model settings: ``config.cost_model``; the default one with a
+        #: per-arrived prior of :data:`HASHED_ARRIVED_STD_S` when the policy reads nothing of
+        #: what it sheds (a cost model the caller gave is used as given).
+        self._cost_model = (
+            replace(DEFAULT_COST_MODEL, prior_per_arrived_std_s=HASHED_ARRIVED_STD_S)
+            if config.cost_model is DEFAULT_COST_MODEL
+            and not (policy.needs_groups or policy.needs_stats)
+            else config.cost_model
+        )
         self.coordinator = coordinator
         if federation is not None and not isinstance(federation, CoordinatorView):
             raise ConfigError(
@@ -894,7 +903,7 @@ class NodeController:
                 index=pi,
                 lanes=lanes,
                 desc=desc,
-                cost=initial_state(self.config.cost_model),
+                cost=initial_state(self._cost_model),
             )
             st.acked_end = np.zeros(len(lanes), dtype=np.int64)
             self._plans[p.name] = st
@@ -2145,7 +2154,7 @@ class NodeController:
             arrived = _covered(start_offset, end_offset, self._lane_log[st.lanes].tolist())
             arrived = None if arrived is None or arrived < int(rows) else arrived
             st.cost = observe(
-                self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived
+                self._cost_model, st.cost, int(rows), float(duration_s), arrived=arrived
             )
             boundary = None
             if end_offset is not None:

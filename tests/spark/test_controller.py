@@ -808,7 +808,7 @@ def test_a_batch_that_kept_nothing_teaches_the_fixed_cost_not_a_per_arrived_one(
     # 1.85e-6 s on each (0.55 s an interval), the budget for kept tuples stayed 0 at span 1
     # and the node kept nothing for 50 s. Counted as what it is, the overhead, it makes the
     # node span two intervals and keep what the second leaves.
-    c = _controller(cost_model=CostModelConfig(warmup_batches=0), capacity_reach=None)
+    c = _controller(capacity_reach=None)  # the default cost model, as a federation node's
     start = c.initial_offset("avg")
     lanes = len(start["end"])
     for _ in range(30):
