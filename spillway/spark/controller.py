@@ -796,6 +796,11 @@ class NodeController:
                 f"federation must be a CoordinatorView or None, got {type(federation).__name__}"
             )
         self.federation = federation
+        #: Per local query, the one query BALANCE-SIC sees it as: the local queries of one
+        #: federated query (a fragment's sources and its link input) are one query there, as
+        #: THEMIS's node balances queries, not fragments; None when none share a query.
+        self._balance_query: np.ndarray | None = None
+        self._fed_reported: np.ndarray | None = None
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
@@ -908,6 +913,11 @@ class NodeController:
             st.acked_end = np.zeros(len(lanes), dtype=np.int64)
             self._plans[p.name] = st
         self.lane_query = np.array(lane_query, dtype=np.int64)
+        fv = self.federation
+        if fv is not None and fv.query_ids.size == self.n_queries:
+            uniq, inv = np.unique(fv.query_ids, return_inverse=True)
+            if uniq.size < self.n_queries:
+                self._balance_query = inv.astype(np.int64)
         self.lane_source = np.array(lane_source, dtype=np.int64)
         self.lane_plan = np.array(lane_plan, dtype=np.int64)
         #: Lanes of a log (read as their kept runs: shed records are never fetched).
@@ -1258,16 +1268,19 @@ class NodeController:
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
         fed = self._federated_base(tau, mass_in)
         base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+        pol_query, pol_base = self.lane_query, base
+        if fed is not None and self._balance_query is not None and self._fed_reported is not None:
+            pol_query, pol_base = self._merged_queries(base, self._fed_reported)
         # an orphaned fragment's tuples are shed whatever the load (module docstring)
         offered = np.where(self._orphaned(tau)[self.lane_query], 0, count)
         capacity, cost, cap_tuples = self._capacity(offered)
         est = self.cost_estimates()
         backlog = Backlog(
-            lane_query=self.lane_query,
+            lane_query=pol_query,
             lane_source=self.lane_source,
             count=offered,
             tuple_sic=sic / norm[self.lane_query],
-            query_sic=base,
+            query_sic=pol_base,
             cost=cost,
         )
         backlog_cost = backlog.total_cost
@@ -1356,7 +1369,10 @@ class NodeController:
                 )
             )
         adm = Admission(keep=keep)
-        gain = adm.query_gain(backlog)
+        # per local query (the policy may have balanced merged ones: _merged_queries)
+        gain = np.bincount(
+            self.lane_query, weights=keep * backlog.tuple_sic, minlength=self.n_queries
+        )
         if self.federation is not None:  # the node's own admissions, for its projection
             self.federation.record(
                 self.epoch_s + tau,
@@ -1893,6 +1909,20 @@ class NodeController:
             return np.zeros(self.n_queries, dtype=bool)
         return self.federation.orphaned(self.epoch_s + tau)
 
+    def _merged_queries(
+        self, base: np.ndarray, reported: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per lane the query BALANCE-SIC sees (``_balance_query``) and per such query its
+        projected SIC: the update's value plus what every local query of it projects on top
+        (each local query's ``base`` adds only its own admissions since the update's STW end)."""
+        group = self._balance_query
+        assert group is not None
+        n = int(group.max()) + 1
+        merged = np.zeros(n)
+        merged[group] = reported  # one value per federated query
+        merged += np.bincount(group, weights=base - reported, minlength=n)
+        return group[self.lane_query], merged
+
     def _federated_base(
         self, tau: float, mass_in: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -1902,6 +1932,7 @@ class NodeController:
         if self.federation is None:
             return None
         got = self.federation.base(self.epoch_s + tau)
+        self._fed_reported = None if got is None else got.reported
         if got is None:
             return None
         return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0)
