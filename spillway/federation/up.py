@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import math
 import os
@@ -211,6 +212,7 @@ def cmd_node(args: argparse.Namespace) -> int:
             forwarder.close()
         reporter.client.close()
         node.results().to_csv(out / "results.csv", index=False)
+        _write_history(out / "history.jsonl", node)
     if node.failure is not None:
         raise RunFailedError(f"node {name!r} failed: {node.failure.get('error', node.failure)}")
     return 0
@@ -266,6 +268,27 @@ class _Children:
     def word(self, name: str) -> str | None:
         rc = self.procs[name].poll()
         return None if rc is None else f"exited {rc}"
+
+
+def _write_history(path: Path, node: Any) -> None:
+    """The node's decisions, one JSON line each (:class:`~spillway.status.IntervalRecord`:
+    capacity, the cost model's fit, per query the projected SIC balanced and the kept share),
+    then one line per plan with its measured micro-batches (rows, duration): what its capacity
+    estimate was fitted on."""
+
+    def clean(x: Any) -> Any:
+        if isinstance(x, float):
+            return x if math.isfinite(x) else None
+        if isinstance(x, dict):
+            return {k: clean(v) for k, v in x.items()}
+        if isinstance(x, list | tuple):
+            return [clean(v) for v in x]
+        return x
+
+    lines = [json.dumps(clean(dataclasses.asdict(r))) for r in node.controller.history()]
+    for plan in node.controller.cost_estimates():
+        lines.append(json.dumps(clean({"plan": plan, "batches": node.controller.batches(plan)})))
+    replace_text(path, "\n".join(lines) + "\n")
 
 
 def _group_alive(pgid: int) -> bool:

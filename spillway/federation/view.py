@@ -72,10 +72,12 @@ _LOG = logging.getLogger("spillway.federation")
 @dataclass(frozen=True, kw_only=True, eq=False)
 class ProjectedBase:
     """What a decision balances: per local query, the projected global SIC over its ceiling
-    (``base``) and the ceiling the node's tuple SICs are divided by (0 kept as 0)."""
+    (``base``) and the ceiling the node's tuple SICs are divided by (0 kept as 0); ``reported``:
+    the update's SIC over its ceiling, before the projection (0 where the ceiling is 0)."""
 
     base: np.ndarray
     ceiling: np.ndarray
+    reported: np.ndarray | None = None
 
 
 class CoordinatorView:
@@ -252,7 +254,9 @@ class CoordinatorView:
                     float(now), sic=sic, as_of=as_of, ceiling=ceiling, waiting=waiting
                 )
                 self.used += 1
-                return ProjectedBase(base=base, ceiling=ceiling.copy())
+                reported = np.zeros(ceiling.size)
+                np.divide(sic, ceiling, out=reported, where=ceiling > 0)
+                return ProjectedBase(base=base, ceiling=ceiling.copy(), reported=reported)
         if first:
             _LOG.warning("%s: this node balances its local view of its queries' SIC", reason)
         return None

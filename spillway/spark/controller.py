@@ -294,6 +294,15 @@ CLOCKS = ("wall", "logical")
 #: as the first fitted point drags the overhead estimate for many batches.
 DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
 
+#: Prior standard deviation of the per-arrived cost (s) when the policy reads nothing of a shed
+#: tuple: a generated lane kept in part is hashed to choose (:func:`~spillway.spark.source.
+#: select_kept`: 10-30 ns a tuple measured on 24,000-300,000 tuples), a log's shed records are
+#: never fetched. The default prior (5 µs, a log record fetched for its key) let the fit take a
+#: batch's fixed cost as per-arrived: an overloaded node's arrivals barely vary, so the data
+#: cannot tell the two apart and the wider prior gets it. Issue 11: node c of spark-federation
+#: fitted 1.85 µs an arrival (0.55 s an interval) and kept nothing for 50 s.
+HASHED_ARRIVED_STD_S = 2e-7
+
 #: The capacity reach looks at this many of a plan's latest measured batches.
 REACH_BATCHES = 20
 
@@ -772,12 +781,26 @@ class NodeController:
             raise ConfigError(f"policy must be a spillway Policy, got {type(policy).__name__}")
         self.config = config
         self.policy = policy
+        #: Every plan's cost model settings: ``config.cost_model``; the default one with a
+        #: per-arrived prior of :data:`HASHED_ARRIVED_STD_S` when the policy reads nothing of
+        #: what it sheds (a cost model the caller gave is used as given).
+        self._cost_model = (
+            replace(DEFAULT_COST_MODEL, prior_per_arrived_std_s=HASHED_ARRIVED_STD_S)
+            if config.cost_model is DEFAULT_COST_MODEL
+            and not (policy.needs_groups or policy.needs_stats)
+            else config.cost_model
+        )
         self.coordinator = coordinator
         if federation is not None and not isinstance(federation, CoordinatorView):
             raise ConfigError(
                 f"federation must be a CoordinatorView or None, got {type(federation).__name__}"
             )
         self.federation = federation
+        #: Per local query, the one query BALANCE-SIC sees it as: the local queries of one
+        #: federated query (a fragment's sources and its link input) are one query there, as
+        #: THEMIS's node balances queries, not fragments; None when none share a query.
+        self._balance_query: np.ndarray | None = None
+        self._fed_reported: np.ndarray | None = None
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
@@ -885,12 +908,17 @@ class NodeController:
                 index=pi,
                 lanes=lanes,
                 desc=desc,
-                cost=initial_state(self.config.cost_model),
+                cost=initial_state(self._cost_model),
             )
             st.acked_end = np.zeros(len(lanes), dtype=np.int64)
             self._plans[p.name] = st
         self.lane_query = np.array(lane_query, dtype=np.int64)
         self._one_group = np.zeros(len(self.lane_query), dtype=np.int64)  # the node: one group
+        fv = self.federation
+        if fv is not None and fv.query_ids.size == self.n_queries:
+            uniq, inv = np.unique(fv.query_ids, return_inverse=True)
+            if uniq.size < self.n_queries:
+                self._balance_query = inv.astype(np.int64)
         self.lane_source = np.array(lane_source, dtype=np.int64)
         self.lane_plan = np.array(lane_plan, dtype=np.int64)
         #: Lanes of a log (read as their kept runs: shed records are never fetched).
@@ -1241,16 +1269,19 @@ class NodeController:
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
         fed = self._federated_base(tau, mass_in)
         base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+        pol_query, pol_base = self.lane_query, base
+        if fed is not None and self._balance_query is not None and self._fed_reported is not None:
+            pol_query, pol_base = self._merged_queries(base, self._fed_reported)
         # an orphaned fragment's tuples are shed whatever the load (module docstring)
         offered = np.where(self._orphaned(tau)[self.lane_query], 0, count)
         capacity, cost, cap_tuples = self._capacity(offered)
         est = self.cost_estimates()
         backlog = Backlog(
-            lane_query=self.lane_query,
+            lane_query=pol_query,
             lane_source=self.lane_source,
             count=offered,
             tuple_sic=sic / norm[self.lane_query],
-            query_sic=base,
+            query_sic=pol_base,
             cost=cost,
         )
         backlog_cost = backlog.total_cost
@@ -1340,7 +1371,10 @@ class NodeController:
                 )
             )
         adm = Admission(keep=keep)
-        gain = adm.query_gain(backlog)
+        # per local query (the policy may have balanced merged ones: _merged_queries)
+        gain = np.bincount(
+            self.lane_query, weights=keep * backlog.tuple_sic, minlength=self.n_queries
+        )
         if self.federation is not None:  # the node's own admissions, for its projection
             self.federation.record(
                 self.epoch_s + tau,
@@ -1896,6 +1930,20 @@ class NodeController:
             return np.zeros(self.n_queries, dtype=bool)
         return self.federation.orphaned(self.epoch_s + tau)
 
+    def _merged_queries(
+        self, base: np.ndarray, reported: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Per lane the query BALANCE-SIC sees (``_balance_query``) and per such query its
+        projected SIC: the update's value plus what every local query of it projects on top
+        (each local query's ``base`` adds only its own admissions since the update's STW end)."""
+        group = self._balance_query
+        assert group is not None
+        n = int(group.max()) + 1
+        merged = np.zeros(n)
+        merged[group] = reported  # one value per federated query
+        merged += np.bincount(group, weights=base - reported, minlength=n)
+        return group[self.lane_query], merged
+
     def _federated_base(
         self, tau: float, mass_in: np.ndarray
     ) -> tuple[np.ndarray, np.ndarray] | None:
@@ -1905,6 +1953,7 @@ class NodeController:
         if self.federation is None:
             return None
         got = self.federation.base(self.epoch_s + tau)
+        self._fed_reported = None if got is None else got.reported
         if got is None:
             return None
         return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0)
@@ -2157,7 +2206,7 @@ class NodeController:
             arrived = _covered(start_offset, end_offset, self._lane_log[st.lanes].tolist())
             arrived = None if arrived is None or arrived < int(rows) else arrived
             st.cost = observe(
-                self.config.cost_model, st.cost, int(rows), float(duration_s), arrived=arrived
+                self._cost_model, st.cost, int(rows), float(duration_s), arrived=arrived
             )
             boundary = None
             if end_offset is not None:

@@ -232,3 +232,36 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
     from spillway.kafka.broker import read_state
 
     assert read_state(kafka) is None
+
+
+def test_a_nodes_history_file_holds_every_decision_and_the_batches_its_cost_model_saw(
+    tmp_path: Path,
+) -> None:
+    from types import SimpleNamespace
+
+    from spillway.control import CostModelConfig
+    from spillway.federation.up import _write_history
+    from spillway.policies import make_policy
+    from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
+    from spillway.testing import ListFeed
+
+    times = [[i / 50 for i in range(500)]]
+    plan = PlanSpec(name="avg", kind="avg", window_s=1.0, queries=(
+        PlanQuery(query_id=0, name="q", feed=ListFeed(times=times, values=[[1.0] * 500])),
+    ))  # fmt: skip
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, capacity_tuples=20, seed=1,
+                           cost_model=CostModelConfig(warmup_batches=0))  # fmt: skip
+    c = NodeController(cfg, [plan], make_policy("random"), epoch_s=100.0)
+    start = c.initial_offset("avg")
+    for _ in range(3):
+        end = c.latest_offset("avg", start)
+        c.observe_batch("avg", rows=sum(end["keep"]), duration_s=0.5, end_offset=end,
+                        start_offset=start, batch_id=end["b"])  # fmt: skip
+        start = end
+    _write_history(tmp_path / "history.jsonl", SimpleNamespace(controller=c))
+    lines = [json.loads(x) for x in (tmp_path / "history.jsonl").read_text().splitlines()]
+    decisions, batches = lines[:-1], lines[-1]
+    assert [d["admitted_tuples"] for d in decisions] == [20, 20, 20]
+    assert all(d["capacity_tuples"] == 20 and "q" in d["query_kept"] for d in decisions)
+    assert batches["plan"] == "avg"
+    assert [(b["rows"], b["duration_s"]) for b in batches["batches"]] == [(20, 0.5)] * 3
