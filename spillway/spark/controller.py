@@ -800,7 +800,6 @@ class NodeController:
         #: federated query (a fragment's sources and its link input) are one query there, as
         #: THEMIS's node balances queries, not fragments; None when none share a query.
         self._balance_query: np.ndarray | None = None
-        self._fed_reported: np.ndarray | None = None
         self._clock = clock or time.time
         self._lock = threading.RLock()
         self._epoch_us: int | None = None
@@ -1267,11 +1266,15 @@ class NodeController:
         sic = self._carried(sic, lo, arrived_end)
         self._tuple_sic = sic
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
-        fed = self._federated_base(tau, mass_in)
-        base, norm = fed if fed is not None else self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+        fed = self._federated_base(tau)
+        if fed is None:
+            base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+            reported = None
+        else:
+            base, norm, reported = fed
         pol_query, pol_base = self.lane_query, base
-        if fed is not None and self._balance_query is not None and self._fed_reported is not None:
-            pol_query, pol_base = self._merged_queries(base, self._fed_reported)
+        if reported is not None and self._balance_query is not None:
+            pol_query, pol_base = self._merged_queries(base, reported)
         # an orphaned fragment's tuples are shed whatever the load (module docstring)
         offered = np.where(self._orphaned(tau)[self.lane_query], 0, count)
         capacity, cost, cap_tuples = self._capacity(offered)
@@ -1945,18 +1948,18 @@ class NodeController:
         return group[self.lane_query], merged
 
     def _federated_base(
-        self, tau: float, mass_in: np.ndarray
-    ) -> tuple[np.ndarray, np.ndarray] | None:
-        """``(base, norm)`` from the coordinator's last update projected over this node's own
-        shedding (module docstring, "Federated base"), or None to fall back to the local view
+        self, tau: float
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None] | None:
+        """``(base, norm, reported)`` from the coordinator's last update projected over this
+        node's own shedding (module docstring, "Federated base"; ``reported``: the update's own
+        SIC over its ceiling, before the projection), or None to fall back to the local view
         (no federation, no update yet, or a stale one: the view counts and logs it)."""
         if self.federation is None:
             return None
         got = self.federation.base(self.epoch_s + tau)
-        self._fed_reported = None if got is None else got.reported
         if got is None:
             return None
-        return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0)
+        return got.base, np.where(got.ceiling > 0, got.ceiling, 1.0), got.reported
 
     def _measured(self, until_s: np.ndarray) -> np.ndarray:
         """The query SIC recorded per interval: with a coordinator the measured Eq. 4 over the
