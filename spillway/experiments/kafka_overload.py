@@ -19,8 +19,9 @@ Steps: (1) the capacity: a node that keeps every tuple reads the topics produced
 time are a first capacity; (2) the capacity under load: the same with fresh topics produced at
 ``level`` times that first figure (the producers and the broker share the node's two cores, so
 the node processes less while they send at the run's rate); the capacity is then the rate whose
-batch fills one trigger interval, from the fixed and per-row costs fitted over both runs' batches
-(:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run: fresh topics produced at ``level`` (3) times that
+batch fills the node's headroom of the intervals one batch spans (one, or more when the fixed cost
+alone would fill most of one: the controller's own rule), from the fixed and per-row costs fitted
+over both runs' batches (:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run: fresh topics produced at ``level`` (3) times that
 capacity together, the node shedding with BALANCE-SIC for
 ``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
 same functions over everything that arrived in the windows of the last ``exact_span_s`` seconds
@@ -533,6 +534,7 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         "capacity_method": measured.get("capacity_method"),
         "fixed_s": measured.get("fixed_s"),
         "per_row_s": measured.get("per_row_s"),
+        "span": measured.get("span"),
         "loaded_producers": measured.get("loaded_producers"),
         "asked_rate": measured.get("asked_rate"),
         "producers": measured.get("producers"),
@@ -602,7 +604,7 @@ def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
         f"`dropoffs`), {cfg.trigger_s:g} s windows = trigger; three topics of {PARTITIONS} "
         f"partitions fed by `spillway produce --feed taxi` at {cfg.level:g}x the capacity "
         f"({cap:,.0f} tuples/s, {measured.get('capacity_method', 'fit')}: the rate whose batch "
-        f"fills a trigger, from fixed cost {num(measured.get('fixed_s', math.nan))} s and "
+        f"fills the headroom of {measured.get('span', 1)} trigger(s), from fixed cost {num(measured.get('fixed_s', math.nan))} s and "
         f"{num(measured.get('per_row_s', math.nan))} s a row fitted over the batches of two "
         f"keep-all runs, producers at {PROBE_RATE:,.0f} and at {cfg.level:g}x the "
         f"{first:,.0f} rows over batch time of the first) together; "

@@ -14,7 +14,8 @@ which every policy can shed (``cod`` per group, the others per lane). Per source
   processed per second of batch time), two nodes that keep everything stream half and 1.5
   times that, and ``duration = fixed + per_row * rows`` fitted over their batches gives the
   rate whose batch fills the node's headroom of the trigger (:func:`headroom`, 0.8: what its
-  controller targets; :func:`~spillway.control.batch_fit.operating_capacity`); every run
+  controller targets; of several triggers when the fixed cost makes the controller's batches
+  span them; :func:`~spillway.control.batch_fit.operating_capacity`); every run
   then streams the same queries with the rates scaled to ``level`` times it.
 - ``kafka``: a broker on 127.0.0.1 (its own folder), one topic per query (a partition per
   source). The producers, the broker and Spark share the machine's cores, so the node's
@@ -741,7 +742,8 @@ def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:
         if not f:
             return ""
         return (f": {f['capacity_method']}, fixed {num(f['fixed_s'])} s a batch and "
-                f"{num(f['per_row_s'] * 1e6)} µs a row over keep-all batches, rows over batch "
+                f"{num(f['per_row_s'] * 1e6)} µs a row over keep-all batches, batches spanning "
+                f"{f.get('span', 1)} trigger(s), rows over batch "
                 f"time of a first run {f['rough_tuples_per_s']:,.0f}")  # fmt: skip
 
     caps = "; ".join(

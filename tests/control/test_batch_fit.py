@@ -25,13 +25,18 @@ def test_batch_cost_fit_and_sustained_rate():
 
 
 @pytest.mark.parametrize(
-    ("fixed", "per_row", "method"),
-    [(0.5, 1e-5, "fit"), (2.5, 1e-5, "rows over batch time (fit not possible)"),
-     (-0.4, 1e-5, "rows over batch time (fit not possible)")],
+    ("fixed", "per_row", "method", "span"),
+    [(0.5, 1e-5, "fit", 1),
+     # the controller decides every 2 triggers when the fixed cost passes 3/4 of one
+     (2.5, 1e-5, "fit", 2),
+     (8.5, 1e-5, "rows over batch time (fit not possible)", 4),  # fills even 4 triggers
+     (-0.4, 1e-5, "rows over batch time (fit not possible)", 1)],
 )  # fmt: skip
-def test_operating_capacity_is_the_rate_whose_batch_fills_the_trigger(fixed, per_row, method):
+def test_operating_capacity_is_the_rate_whose_batch_fills_the_span(fixed, per_row, method, span):
+    """The rate whose batch fills the intervals the node's batches span at that fixed cost
+    (before, the span was one trigger whatever the fixed cost: 2.5 s gave no capacity)."""
     batches = [{"rows": r, "duration_s": fixed + per_row * r} for r in (10_000, 30_000, 90_000)]
     got = operating_capacity(batches, 2.0, fallback=12_345.0)
-    assert got["capacity_method"] == method
-    want = (2.0 - fixed) / per_row / 2.0 if method == "fit" else 12_345.0
+    assert got["capacity_method"] == method and got["span"] == span
+    want = (2.0 * span - fixed) / per_row / (2.0 * span) if method == "fit" else 12_345.0
     assert got["capacity_tuples_per_s"] == pytest.approx(want)
