@@ -13,8 +13,9 @@ and on ``b`` feeding its root on ``c`` through Kafka (a third of its sources on 
 overload is unequal and made by input rates alone, relative to the capacity each node measured
 (``rates = "measured"``, the default): a calibration run of the same federation first, every
 node shedding uniformly at random an input above what it can process (:data:`PROBE_LOCAL_RATES`,
-:data:`PROBE_SHARED_RATE`), gives each node's capacity as its own cost model measured it at
-the end; then every node's input is :data:`LEVELS` times its capacity (``a`` the most, ``c``
+:data:`PROBE_SHARED_RATE`), gives each node's capacity: what it kept per second over the part
+the modes are measured on, the rate its own cost model let it process
+(:func:`calibration_values`); then every node's input is :data:`LEVELS` times its capacity (``a`` the most, ``c``
 the least), ``shared`` a fixed part of the least loaded node's input and each local query the
 rest (:func:`derive_rates`). ``rates = "configured"`` runs the fixed rates ``local_rates`` and
 ``shared_rate`` instead, labelled so in the report. The same federation, at the same rates,
@@ -104,18 +105,19 @@ BEFORE_GAP_S = 5.0
 RATE_SOURCES: tuple[str, ...] = ("measured", "configured")
 #: Each node's input over the capacity it measured in the calibration, nodes a, b, c: the
 #: unequal overload of THEMIS Fig. 4 (a the most, c the least). A node keeps about
-#: ``1 / level`` (c 57 %): c's capacity estimate moved by up to 3x between runs at the same
-#: rates (EXPERIMENTS.md "Run 5": 50,320 coordinated, 149,400 uncoordinated), so c's level
-#: leaves room below the 90 % of :data:`MAX_KEPT`.
-LEVELS: tuple[float, float, float] = (3.0, 2.0, 1.75)
+#: ``1 / level`` (c 40 %): what a node processes moved by up to 2.6x between runs at the same
+#: rates (EXPERIMENTS.md "Run 5": node c 48,000 coordinated, 125,000 uncoordinated; a quick
+#: run of 2026-11-27 20:08 UTC: node b 210,000 random, 526,000 uncoordinated), so the least
+#: level leaves that much room below the 90 % of :data:`MAX_KEPT`.
+LEVELS: tuple[float, float, float] = (4.0, 3.0, 2.5)
 #: The part of the least loaded node's input that is ``shared``'s (the same rate per source on
 #: every node); each node's local query has the rest of its input.
 SHARED_SHARE = 0.5
 #: The calibration's input, tuples per second per source of ``local-a``, ``local-b``,
 #: ``local-c`` (nodes a and b 840,000 tuples/s, c 300,000 with ``shared``): above what each
 #: node processed in the runs at the configured rates (a 440,000-540,000, b up to 420,000
-#: kept whole, c 48,000-125,000 tuples/s; EXPERIMENTS.md "Run 5"), so every node sheds and its
-#: cost model measures its capacity rather than a rate it kept up with.
+#: kept whole, c 48,000-125,000 tuples/s; EXPERIMENTS.md "Run 5"), so every node sheds and
+#: keeps what its cost model measures it can process, not a rate it kept up with.
 PROBE_LOCAL_RATES: tuple[float, float, float] = (60000.0, 60000.0, 6000.0)
 #: The calibration's ``shared`` rate per source.
 PROBE_SHARED_RATE = 24000.0
@@ -152,7 +154,7 @@ class SparkFederationConfig:
     levels : each node's input over its measured capacity, nodes a, b, c (each > 1).
     shared_share : ``shared``'s part of the least loaded node's input, in (0, 1).
     calibration_s : the calibration run's length after every node is up; the capacities are
-        what each node's cost model measured over its last STW.
+        what each node kept per second from ``warmup_s`` on (:func:`calibration_values`).
     probe_local_rates, probe_shared_rate : the calibration's input (tuples/s per source).
     local_rates : configured tuples per second per source of ``local-a``, ``local-b``,
         ``local-c`` (``rates = "configured"`` only).
@@ -175,7 +177,7 @@ class SparkFederationConfig:
     rates: str = "measured"
     levels: tuple[float, float, float] = LEVELS
     shared_share: float = SHARED_SHARE
-    calibration_s: float = 90.0
+    calibration_s: float = 240.0
     probe_local_rates: tuple[float, float, float] = PROBE_LOCAL_RATES
     probe_shared_rate: float = PROBE_SHARED_RATE
     local_rates: tuple[float, float, float] = LOCAL_RATES
@@ -211,6 +213,11 @@ class SparkFederationConfig:
                 f"warmup_s ({self.warmup_s:g}) must be below duration_s ({self.duration_s:g}): "
                 "the measured part is what follows the warm-up"
             )
+        if not self.warmup_s < self.calibration_s:
+            raise ConfigError(
+                f"warmup_s ({self.warmup_s:g}) must be below calibration_s "
+                f"({self.calibration_s:g}): the capacities are measured after the warm-up"
+            )
         for name in ("local_rates", "probe_local_rates", "levels"):
             got = getattr(self, name)
             if len(got) != len(NODES):
@@ -230,8 +237,8 @@ class SparkFederationConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> SparkFederationConfig:
-    """Runs of 240 s after a calibration of 90 s (measured from 60 s on; node c killed at 90 s,
-    restarted 30 s later), or quick ones of 110 s after a calibration of 60 s (from 60 s on:
+    """Runs of 240 s after a calibration as long (measured from 60 s on; node c killed at 90 s,
+    restarted 30 s later), or quick ones of 110 s after a calibration as long (from 60 s on:
     the nodes' capacities settle in the first minute; c killed at 40 s and restarted 10 s
     later, so its new process, a JVM start on busy cores that took 40 s in the shipped
     example's test, has the rest of the run to come back and catch up).
@@ -240,7 +247,7 @@ def make_config(quick: bool = False, seed: int = 0) -> SparkFederationConfig:
     """
     if quick:
         return SparkFederationConfig(duration_s=110.0, warmup_s=60.0, seed=seed, kill_at_s=40.0,
-                                     kill_down_s=10.0, calibration_s=60.0)  # fmt: skip
+                                     kill_down_s=10.0, calibration_s=110.0)  # fmt: skip
     return SparkFederationConfig(seed=seed)
 
 
@@ -489,26 +496,32 @@ def kept_between(
 def calibration_values(
     config: SparkFederationConfig, summary: Mapping[str, Any], timeline: Sequence[Any]
 ) -> dict[str, Any]:
-    """What the calibration run measured: per node ``capacity_tuples_per_s``, its cost model's
-    capacity at the end (tuples per second of micro-batch time, over its last STW:
-    ``federation up``'s summary), and over the run's second half ``kept_fraction`` (below
-    :data:`MAX_KEPT`: the node shed, so that capacity is a limit it met, not an extrapolation)
-    and ``processed_tuples_per_s`` (kept tuples per second of the run).
+    """What the calibration run measured, per node, over the part of it the mode runs are
+    measured on (``warmup_s`` to ``calibration_s``): ``capacity_tuples_per_s``, the tuples it
+    kept per second, with ``kept_fraction`` of its input (below :data:`MAX_KEPT`: it shed, so
+    it kept what its own cost model said it could process, a limit it met); and
+    ``cost_model_tuples_per_s``, its cost model's capacity at the end (over its last STW:
+    ``federation up``'s summary).
 
-    >>> tl = [{"elapsed_s": t, "arrived": {"a": 800 * t}, "kept": {"a": 400 * t}}
-    ...       for t in range(61)]
+    The part matters: the nodes' estimates climb for a minute or more (a quick run of
+    2026-11-27 20:08 UTC: node b kept 84,000 tuples/s in its first 30 s and 258,000 from 30 s
+    to 60 s of the calibration; 395,000-526,000 from 60 s on in the mode runs), so the
+    capacity is read where the modes are.
+
+    >>> tl = [{"elapsed_s": t, "arrived": {"a": 800 * t}, "kept": {"a": 400 * t - 9000 * (t < 60)}}
+    ...       for t in range(111)]
     >>> v = calibration_values(make_config(quick=True),
     ...                        {"nodes": {"a": {"capacity_tuples_per_s": 520.0}}}, tl)
-    >>> v["capacity_tuples_per_s"], v["kept_fraction"], v["processed_tuples_per_s"]
-    ({'a': 520.0}, {'a': 0.5}, {'a': 400.0})
+    >>> v["capacity_tuples_per_s"], v["kept_fraction"], v["cost_model_tuples_per_s"]
+    ({'a': 400.0}, {'a': 0.5}, {'a': 520.0})
     """
-    share, rate = kept_between(timeline, config.calibration_s / 2, config.calibration_s)
-    caps = {n: d.get("capacity_tuples_per_s") for n, d in summary.get("nodes", {}).items()}
+    share, rate = kept_between(timeline, config.warmup_s, config.calibration_s)
+    model = {n: d.get("capacity_tuples_per_s") for n, d in summary.get("nodes", {}).items()}
     return {
         "duration_s": config.calibration_s,
-        "capacity_tuples_per_s": caps,
+        "capacity_tuples_per_s": rate,
         "kept_fraction": share,
-        "processed_tuples_per_s": rate,
+        "cost_model_tuples_per_s": model,
         "probe_tuples_per_s": probe_rates(config).node_loads(config.sources),
     }
 
@@ -895,8 +908,8 @@ def _rates_table(
             row.update({
                 "calibration input (t/s)": calibration["probe_tuples_per_s"].get(n),
                 "calibration kept": calibration["kept_fraction"].get(n),
-                "calibration processed (t/s)": calibration["processed_tuples_per_s"].get(n),
                 "measured capacity (t/s)": calibration["capacity_tuples_per_s"].get(n),
+                "its cost model at the end (t/s)": calibration["cost_model_tuples_per_s"].get(n),
                 "level": config.levels[i],
             })  # fmt: skip
         row.update({"local query (t/s per source)": used.local[i],
@@ -919,8 +932,9 @@ def _setup(
             f"{num(config.calibration_s)} s, every node shedding uniformly at random (policy "
             f"`random`) an input above its capacity ({num(pa)}, {num(pb)}, {num(pc)} tuples/s "
             f"per source of the local queries, {num(config.probe_shared_rate)} of `shared`); "
-            "each node's capacity is its own cost model's at the end of it (over its last "
-            f"STW); then each node's input is {num(la)}, {num(lb)} and {num(lc)} times its "
+            f"each node's capacity is what it kept per second from {num(config.warmup_s)} s on "
+            "(the part the modes are measured on), the rate its own cost model let it "
+            f"process; then each node's input is {num(la)}, {num(lb)} and {num(lc)} times its "
             f"capacity (a, b, c), `shared` taking {num(config.shared_share)} of the least "
             "loaded node's input. "
         )

@@ -21,6 +21,17 @@ QUERIES = ("local-a", "local-b", "local-c", "shared")
 CAPACITIES = {"a": 457_400.0, "b": 382_400.0, "c": 50_320.0}
 
 
+def _calibration_timeline(keep_b: float | None = None) -> list[dict[str, Any]]:
+    """A quick calibration's timeline: every node offered 800,000 tuples/s and keeping its
+    capacity (:data:`CAPACITIES`) each second (b keeping ``keep_b`` of its input if given)."""
+    return [
+        {"elapsed_s": float(t), "arrived": {n: 800_000 * t for n in CAPACITIES},
+         "kept": {n: int((800_000 * keep_b if n == "b" and keep_b else c) * t)
+                  for n, c in CAPACITIES.items()}}
+        for t in range(111)
+    ]  # fmt: skip
+
+
 def _load(path: Path) -> FederationConfig:
     return FederationConfig.from_dict(tomllib.loads(path.read_text()))
 
@@ -226,9 +237,11 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
         assert args.ui is False and args.ui_port is None and args.master == "local[1]"
         args.out.mkdir(parents=True)
         kill = {"node": "c", "killed_wall": None, "restarted_wall": None}
-        nodes = {n: {"capacity_tuples_per_s": c} for n, c in CAPACITIES.items()}
+        nodes = {n: {"capacity_tuples_per_s": 2 * c} for n, c in CAPACITIES.items()}
         (args.out / "summary.json").write_text(json.dumps({"duration_s": args.duration,
                                                            "kill": kill, "nodes": nodes}))  # fmt: skip
+        lines = [json.dumps(e) for e in _calibration_timeline()]
+        (args.out / "timeline.jsonl").write_text("\n".join(lines) + "\n")
         return 0
 
     monkeypatch.setattr(up, "cmd_up", fake_up)
@@ -237,8 +250,8 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
     got = sf.measure(cfg)
     assert [r["mode"] for r in got["runs"]] == list(sf.RUNS)
     assert [seen[m].kill for m in sf.RUNS] == [None, None, None, "c@40+10"]
-    # the calibration ran first, 60 s of the random federation at the probe rates
-    assert seen[sf.CALIBRATION].duration == 60.0
+    # the calibration ran first, as long as a mode, the random federation at the probe rates
+    assert seen[sf.CALIBRATION].duration == 110.0
     probe = sf.federation(cfg, "random", sf.probe_rates(cfg))
     assert _load(tmp_path / "calibration.toml") == probe
     # and every mode ran at the levels times those capacities, not the configured rates
@@ -247,7 +260,7 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
         assert _node_loads(fed) == pytest.approx(
             {n: lv * CAPACITIES[n] for n, lv in zip(sf.NODES, cfg.levels, strict=True)}
         )
-    assert got["calibration"]["capacity_tuples_per_s"] == CAPACITIES
+    assert got["calibration"]["capacity_tuples_per_s"] == pytest.approx(CAPACITIES)
     assert got["rates"]["source"] == "measured"
     assert got["runs"][-1]["lost_sic"] == {
         "local-c": {"before": None, "outage": None}, "shared": {"before": None, "outage": None}
@@ -305,10 +318,10 @@ def test_configured_rates_are_an_option_labelled_in_the_report(
     # measured: the calibration's figures and the rates they gave reach summary and report
     cfg = sf.make_config(quick=True)
     rates = sf.derive_rates(CAPACITIES, cfg.levels)
-    tl = [{"elapsed_s": float(t), "arrived": {n: 800_000 * t for n in sf.NODES},
-           "kept": {n: int(CAPACITIES[n] * t) for n in sf.NODES}} for t in range(61)]  # fmt: skip
     cal = sf.calibration_values(
-        cfg, {"nodes": {n: {"capacity_tuples_per_s": c} for n, c in CAPACITIES.items()}}, tl
+        cfg,
+        {"nodes": {n: {"capacity_tuples_per_s": c} for n, c in CAPACITIES.items()}},
+        _calibration_timeline(),
     )
     measured = {**_measured(), "calibration": cal,
                 "rates": {"source": "measured", "local": list(rates.local),
@@ -316,7 +329,7 @@ def test_configured_rates_are_an_option_labelled_in_the_report(
     summary = sf.EXPERIMENT.write(cfg, measured, tmp_path / "measured")
     got = summary["input_rates"]
     assert got["source"] == "measured"
-    assert got["calibration"]["capacity_tuples_per_s"] == CAPACITIES
+    assert got["calibration"]["capacity_tuples_per_s"] == pytest.approx(CAPACITIES, rel=1e-3)
     assert got["node_input_tuples_per_s"] == pytest.approx(  # the summary keeps 4 digits
         {n: lv * CAPACITIES[n] for n, lv in zip(sf.NODES, cfg.levels, strict=True)}, rel=1e-3
     )
@@ -325,8 +338,7 @@ def test_configured_rates_are_an_option_labelled_in_the_report(
     verdict = {c["name"]: c for c in summary["checks"]}["every_node_overloaded"]
     assert verdict["verdict"] == "pass" and "calibration/c" in verdict["why"]
     # a calibration node that kept 95 %: its capacity is no limit, the check fails on it
-    tl = [{**e, "kept": {**e["kept"], "b": int(0.95 * e["arrived"]["b"])}} for e in tl]
-    bad = sf.calibration_values(cfg, {"nodes": {}}, tl)
+    bad = sf.calibration_values(cfg, {"nodes": {}}, _calibration_timeline(keep_b=0.95))
     cks = sf.checks(cfg, {}, bad)
     over = {c.name: c for c in cks}["every_node_overloaded"]
     assert over.verdict == "fail" and "calibration/b" in over.why
