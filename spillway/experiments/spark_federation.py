@@ -10,10 +10,16 @@ Here three Spark nodes (``spillway federation up``: one Spark application each, 
 sharing this machine's two cores with the Kafka broker and the coordinator) host four queries:
 ``local-a``, ``local-b`` and ``local-c`` on one node each, and ``shared`` with a leaf on ``a``
 and on ``b`` feeding its root on ``c`` through Kafka (a third of its sources on each node). The
-overload is unequal and made by input rates alone (:data:`LOCAL_RATES`: ``a`` gets the most,
-``c`` the least; :data:`SHARED_RATE` on every node); the nodes' capacities are what each node's
-own cost model measures while it runs, nothing configured. The same federation runs three
-times, only the shedding changing (the federation file's keys):
+overload is unequal and made by input rates alone, relative to the capacity each node measured
+(``rates = "measured"``, the default): a calibration run of the same federation first, every
+node shedding uniformly at random an input above what it can process (:data:`PROBE_LOCAL_RATES`,
+:data:`PROBE_SHARED_RATE`), gives each node's capacity: what it kept per second over the part
+the modes are measured on, the rate its own cost model let it process
+(:func:`calibration_values`); then every node's input is :data:`LEVELS` times its capacity (``a`` the most, ``c``
+the least), ``shared`` a fixed part of the least loaded node's input and each local query the
+rest (:func:`derive_rates`). ``rates = "configured"`` runs the fixed rates ``local_rates`` and
+``shared_rate`` instead, labelled so in the report. The same federation, at the same rates,
+runs four times, only the shedding changing (the federation file's keys):
 
 - ``coordinated``: every node BALANCE-SIC over the coordinator's values (``coordinated =
   true``, the default);
@@ -60,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from spillway.errors import ConfigError, RunFailedError, UnknownNameError
+from spillway.errors import ConfigError, InputDataError, RunFailedError, UnknownNameError
 from spillway.experiments._spark_runs import check_positive
 from spillway.experiments.checks import Check, check, compare, counts, every, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
@@ -82,6 +88,9 @@ MODES: tuple[str, ...] = ("coordinated", "uncoordinated", "random")
 KILL_MODE = "node_kill"
 #: Every run, in order.
 RUNS: tuple[str, ...] = (*MODES, KILL_MODE)
+#: The calibration run's name (``rates = "measured"``): the ``random`` federation at the
+#: probe rates, before the others.
+CALIBRATION = "calibration"
 NODES: tuple[str, ...] = ("a", "b", "c")
 #: The node the kill run crashes: it hosts ``local-c`` and ``shared``'s root, so the
 #: survivors (no fragment on it) are ``local-a`` and ``local-b``.
@@ -90,13 +99,34 @@ KILL_NODE = "c"
 #: or a few after it arrives (1-8 s p95 here), and those it had not decided when it was killed
 #: are decided after the restart, with the outage's backlog.
 BEFORE_GAP_S = 5.0
-#: Tuples per second per source of each node-local query: the unequal overload. With 10
-#: sources a fragment, nodes a, b and c receive 600,000, 420,000 and 300,000 tuples/s. The
-#: nodes' cost models raise their capacity as they learn: at 120,000, 84,000 and 60,000
-#: tuples/s (a quick run of 2026-11-27, 14:06 UTC) they measured 108,000-168,000 tuples/s
-#: after 100 s and the uncoordinated run kept everything from 70 s on.
+#: Where each run's input rates come from (``SparkFederationConfig.rates``): ``measured``, a
+#: calibration run and :data:`LEVELS` times each node's capacity; ``configured``, the fixed
+#: ``local_rates`` and ``shared_rate`` (an option, labelled so in the report).
+RATE_SOURCES: tuple[str, ...] = ("measured", "configured")
+#: Each node's input over the capacity it measured in the calibration, nodes a, b, c: the
+#: unequal overload of THEMIS Fig. 4 (a the most, c the least). A node keeps about
+#: ``1 / level`` (c 40 %): what a node processes moved by up to 2.6x between runs at the same
+#: rates (EXPERIMENTS.md "Run 5": node c 48,000 coordinated, 125,000 uncoordinated; a quick
+#: run of 2026-11-27 20:08 UTC: node b 210,000 random, 526,000 uncoordinated), so the least
+#: level leaves that much room below the 90 % of :data:`MAX_KEPT`.
+LEVELS: tuple[float, float, float] = (4.0, 3.0, 2.5)
+#: The part of the least loaded node's input that is ``shared``'s (the same rate per source on
+#: every node); each node's local query has the rest of its input.
+SHARED_SHARE = 0.5
+#: The calibration's input, tuples per second per source of ``local-a``, ``local-b``,
+#: ``local-c`` (nodes a and b 840,000 tuples/s, c 300,000 with ``shared``): above what each
+#: node processed in the runs at the configured rates (a 440,000-540,000, b up to 420,000
+#: kept whole, c 48,000-125,000 tuples/s; EXPERIMENTS.md "Run 5"), so every node sheds and
+#: keeps what its cost model measures it can process, not a rate it kept up with.
+PROBE_LOCAL_RATES: tuple[float, float, float] = (60000.0, 60000.0, 6000.0)
+#: The calibration's ``shared`` rate per source.
+PROBE_SHARED_RATE = 24000.0
+#: The configured rates (``rates = "configured"``), tuples per second per source of each
+#: node-local query; with 10 sources a fragment, nodes a, b and c receive 600,000, 420,000 and
+#: 300,000 tuples/s. Not tuned to the nodes: in EXPERIMENTS.md "Run 5" node b kept 99-100 % of
+#: its input in the uncoordinated and random runs.
 LOCAL_RATES: tuple[float, float, float] = (36000.0, 18000.0, 6000.0)
-#: Tuples per second per source of the shared query (its fragment on every node).
+#: Tuples per second per source of the shared query (its fragment on every node), configured.
 SHARED_RATE = 24000.0
 #: THEMIS Fig. 4 (§5.2): the query SIC with and without ``updateSIC``, and Jain of each.
 PAPER_SIC = {"coordinated": (0.3, 0.3, 0.3), "uncoordinated": (0.2, 0.45, 0.2)}
@@ -118,8 +148,17 @@ class SparkFederationConfig:
     warmup_s : the measured part starts this long after every node is up (the first results
         and the queries' first watermarks come 20-40 s in).
     sources : sources of every fragment.
-    local_rates : tuples per second per source of ``local-a``, ``local-b``, ``local-c``.
-    shared_rate : tuples per second per source of ``shared``.
+    rates : :data:`RATE_SOURCES`: ``measured`` (a calibration run, then ``levels`` times each
+        node's capacity: :func:`derive_rates`) or ``configured`` (``local_rates``,
+        ``shared_rate``).
+    levels : each node's input over its measured capacity, nodes a, b, c (each > 1).
+    shared_share : ``shared``'s part of the least loaded node's input, in (0, 1).
+    calibration_s : the calibration run's length after every node is up; the capacities are
+        what each node kept per second from ``warmup_s`` on (:func:`calibration_values`).
+    probe_local_rates, probe_shared_rate : the calibration's input (tuples/s per source).
+    local_rates : configured tuples per second per source of ``local-a``, ``local-b``,
+        ``local-c`` (``rates = "configured"`` only).
+    shared_rate : configured tuples per second per source of ``shared``.
     stw_s, slide_s, timeout_s : the coordinator's settings (THEMIS: 10 s, 250 ms).
     latency_bound_stws : the p95 latency bound in STWs: a result later than this counts in
         the coordinator's Eq. 4 that many windows after its source time, so the nodes balance
@@ -135,6 +174,12 @@ class SparkFederationConfig:
     duration_s: float = 240.0
     warmup_s: float = 60.0
     sources: int = 10
+    rates: str = "measured"
+    levels: tuple[float, float, float] = LEVELS
+    shared_share: float = SHARED_SHARE
+    calibration_s: float = 240.0
+    probe_local_rates: tuple[float, float, float] = PROBE_LOCAL_RATES
+    probe_shared_rate: float = PROBE_SHARED_RATE
     local_rates: tuple[float, float, float] = LOCAL_RATES
     shared_rate: float = SHARED_RATE
     stw_s: float = 10.0
@@ -149,9 +194,15 @@ class SparkFederationConfig:
     def __post_init__(self) -> None:
         if not self.modes or any(m not in RUNS for m in self.modes):
             raise UnknownNameError(f"modes must be among {', '.join(RUNS)}; got {self.modes!r}")
+        if self.rates not in RATE_SOURCES:
+            raise UnknownNameError(
+                f"rates must be one of {', '.join(RATE_SOURCES)}; got {self.rates!r}"
+            )
         for name in ("duration_s", "warmup_s", "shared_rate", "latency_bound_stws", "kill_at_s",
-                     "kill_down_s"):  # fmt: skip
+                     "kill_down_s", "calibration_s", "probe_shared_rate"):  # fmt: skip
             check_positive(name, getattr(self, name))
+        if not 0.0 < self.shared_share < 1.0:
+            raise ConfigError(f"shared_share must be in (0, 1), got {self.shared_share!r}")
         if not self.kill_at_s + self.kill_down_s < self.duration_s:
             raise ConfigError(
                 f"kill_at_s + kill_down_s ({self.kill_at_s + self.kill_down_s:g}) must be below "
@@ -162,10 +213,19 @@ class SparkFederationConfig:
                 f"warmup_s ({self.warmup_s:g}) must be below duration_s ({self.duration_s:g}): "
                 "the measured part is what follows the warm-up"
             )
-        if len(self.local_rates) != len(NODES):
-            raise ConfigError(f"local_rates must give {len(NODES)} rates, got {self.local_rates!r}")
-        for r in self.local_rates:
-            check_positive("local_rates", r)
+        if not self.warmup_s < self.calibration_s:
+            raise ConfigError(
+                f"warmup_s ({self.warmup_s:g}) must be below calibration_s "
+                f"({self.calibration_s:g}): the capacities are measured after the warm-up"
+            )
+        for name in ("local_rates", "probe_local_rates", "levels"):
+            got = getattr(self, name)
+            if len(got) != len(NODES):
+                raise ConfigError(f"{name} must give {len(NODES)} numbers, got {got!r}")
+            for r in got:
+                check_positive(name, r)
+        if not all(x > 1.0 for x in self.levels):
+            raise ConfigError(f"levels must each be > 1 (an overload), got {self.levels!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
             raise ConfigError(f"seed must be an int >= 0, got {self.seed!r}")
         federation(self, self.modes[0])  # validates sources and the coordinator's settings
@@ -177,23 +237,95 @@ class SparkFederationConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> SparkFederationConfig:
-    """Runs of 240 s (measured from 60 s on; node c killed at 90 s, restarted 30 s later), or
-    quick ones of 110 s (from 60 s on: the nodes' capacities settle in the first minute; c
-    killed at 40 s and restarted 10 s later, so its new process, a JVM start on busy cores
-    that took 40 s in the shipped example's test, has the rest of the run to come back and
-    catch up).
+    """Runs of 240 s after a calibration as long (measured from 60 s on; node c killed at 90 s,
+    restarted 30 s later), or quick ones of 110 s after a calibration as long (from 60 s on:
+    the nodes' capacities settle in the first minute; c killed at 40 s and restarted 10 s
+    later, so its new process, a JVM start on busy cores that took 40 s in the shipped
+    example's test, has the rest of the run to come back and catch up).
 
-    The quick runs keep the rates: the overload, what the study is about, is the same.
+    The quick runs keep the levels: the overload, what the study is about, is the same.
     """
     if quick:
-        return SparkFederationConfig(
-            duration_s=110.0, warmup_s=60.0, seed=seed, kill_at_s=40.0, kill_down_s=10.0
-        )
+        return SparkFederationConfig(duration_s=110.0, warmup_s=60.0, seed=seed, kill_at_s=40.0,
+                                     kill_down_s=10.0, calibration_s=110.0)  # fmt: skip
     return SparkFederationConfig(seed=seed)
 
 
-def federation(config: SparkFederationConfig, mode: str) -> FederationConfig:
-    """The federation file of run ``mode`` (the same nodes, queries and rates in every mode).
+@dataclass(frozen=True, kw_only=True)
+class InputRates:
+    """Tuples per second per source: ``local`` of ``local-a``, ``local-b``, ``local-c``;
+    ``shared`` of ``shared`` (on every node).
+
+    >>> r = InputRates(local=(36000.0, 18000.0, 6000.0), shared=24000.0)
+    >>> r.node_loads(10)
+    {'a': 600000.0, 'b': 420000.0, 'c': 300000.0}
+    """
+
+    local: tuple[float, float, float]
+    shared: float
+
+    def node_loads(self, sources: int) -> dict[str, float]:
+        """Tuples per second arriving at each node from its sources (``sources`` a fragment;
+        ``shared``'s link rows at ``c`` not counted: a few per window)."""
+        return {n: sources * (r + self.shared) for n, r in zip(NODES, self.local, strict=True)}
+
+
+def configured_rates(config: SparkFederationConfig) -> InputRates:
+    """The configured rates (``local_rates``, ``shared_rate``)."""
+    return InputRates(local=config.local_rates, shared=config.shared_rate)
+
+
+def probe_rates(config: SparkFederationConfig) -> InputRates:
+    """The calibration run's rates (``probe_local_rates``, ``probe_shared_rate``)."""
+    return InputRates(local=config.probe_local_rates, shared=config.probe_shared_rate)
+
+
+def derive_rates(
+    capacities: Mapping[str, float | None],
+    levels: Sequence[float] = LEVELS,
+    sources: int = 10,
+    shared_share: float = SHARED_SHARE,
+) -> InputRates:
+    """The rates that bring each node's input to its level times its measured capacity.
+
+    Node ``n`` (of :data:`NODES`, ``levels`` in that order) gets ``levels[n] * capacity[n]``
+    tuples/s from its ``sources`` sources of ``local-n`` and ``sources`` of ``shared``;
+    ``shared`` takes ``shared_share`` of the smallest node input (one rate per source on every
+    node), each local query the rest of its node's.
+
+    >>> r = derive_rates({"a": 500_000.0, "b": 400_000.0, "c": 100_000.0}, (3.0, 2.0, 1.5))
+    >>> r.shared, r.local
+    (7500.0, (142500.0, 72500.0, 7500.0))
+    >>> r.node_loads(10)
+    {'a': 1500000.0, 'b': 800000.0, 'c': 150000.0}
+    >>> derive_rates({"a": 500_000.0, "b": None, "c": 100_000.0})
+    Traceback (most recent call last):
+    ...
+    spillway.errors.InputDataError: node b measured no capacity (None): its input cannot be set relative to it
+    """
+    if len(levels) != len(NODES):
+        raise ConfigError(f"levels must give {len(NODES)} numbers, got {levels!r}")
+    if not 0.0 < shared_share < 1.0:
+        raise ConfigError(f"shared_share must be in (0, 1), got {shared_share!r}")
+    check_positive("sources", sources)
+    targets = []
+    for n, level in zip(NODES, levels, strict=True):
+        cap = capacities.get(n)
+        if cap is None or not (math.isfinite(cap) and cap > 0):
+            raise InputDataError(
+                f"node {n} measured no capacity ({cap!r}): its input cannot be set relative to it"
+            )
+        targets.append(level * cap / sources)
+    shared = shared_share * min(targets)
+    local = tuple(round(t - shared, 6) for t in targets)
+    return InputRates(local=(local[0], local[1], local[2]), shared=round(shared, 6))
+
+
+def federation(
+    config: SparkFederationConfig, mode: str, rates: InputRates | None = None
+) -> FederationConfig:
+    """The federation file of run ``mode`` (the same nodes, queries and rates in every mode) at
+    ``rates`` (None: the configured ones).
 
     Raises
     ------
@@ -202,15 +334,16 @@ def federation(config: SparkFederationConfig, mode: str) -> FederationConfig:
     """
     if mode not in RUNS:
         raise UnknownNameError(f"mode must be one of {', '.join(RUNS)}; got {mode!r}")
+    rates = configured_rates(config) if rates is None else rates
     s = config.sources
     policy = "random" if mode == "random" else "balance-sic"
     local = [
         {"name": f"local-{n}", "rate": r, "fragments": [{"name": "f", "node": n, "sources": s}]}
-        for n, r in zip(NODES, config.local_rates, strict=True)
+        for n, r in zip(NODES, rates.local, strict=True)
     ]
     shared = {
         "name": "shared",
-        "rate": config.shared_rate,
+        "rate": rates.shared,
         "fragments": [
             {"name": "leaf-a", "node": "a", "sources": s, "to": ["root"]},
             {"name": "leaf-b", "node": "b", "sources": s, "to": ["root"]},
@@ -252,14 +385,17 @@ def _toml(fed: FederationConfig) -> str:
 def measure(config: SparkFederationConfig) -> dict[str, Any]:
     """Run the federation once per mode (one broker for all), each with ``federation up``;
     per run its summary.json and timeline.jsonl; the kill run also its killed node's queries'
-    SIC from their stored results (:func:`lost_sic`)."""
+    SIC from their stored results (:func:`lost_sic`). With ``rates = "measured"`` a calibration
+    run comes first (:func:`calibration_values`) and sets every mode's rates
+    (:func:`derive_rates`); ``calibration`` and ``rates`` say what was run."""
     from spillway.federation.up import add_federation_command
     from spillway.testing import running_broker
 
     parser = argparse.ArgumentParser(prog="spillway")
     add_federation_command(parser.add_subparsers(dest="command"))
 
-    runs = []
+    runs: list[dict[str, Any]] = []
+    calibration: dict[str, Any] | None = None
     with contextlib.ExitStack() as stack:
         if config.runs_dir is None:
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="spillway-fed-"))
@@ -270,37 +406,124 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
         kafka = Path(tempfile.mkdtemp(dir=root, prefix="kafka-"))
         stack.callback(shutil.rmtree, kafka, True)
         with running_broker(kafka) as broker:
-            for mode in config.modes:
-                fed_file = root / f"{mode}.toml"
-                fed_file.write_text(_toml(federation(config, mode)))
-                out = root / mode
-                argv = ["federation", "up", str(fed_file), "--duration",
-                        str(config.duration_s), "--out", str(out), "--kafka-dir",
-                        str(broker.data_dir), "--seed", str(config.seed)]  # fmt: skip
-                if mode == KILL_MODE:
-                    argv += ["--kill", f"{KILL_NODE}@{config.kill_at_s:g}+{config.kill_down_s:g}"]
+
+            def up(name: str, fed: FederationConfig, duration_s: float,
+                   kill: str | None = None) -> tuple[Path, Path, dict[str, Any], list[Any]]:  # fmt: skip
+                fed_file = root / f"{name}.toml"
+                fed_file.write_text(_toml(fed))
+                out = root / name
+                argv = ["federation", "up", str(fed_file), "--duration", str(duration_s),
+                        "--out", str(out), "--kafka-dir", str(broker.data_dir), "--seed",
+                        str(config.seed), *(["--kill", kill] if kill else [])]  # fmt: skip
                 args = parser.parse_args(argv)
-                report(f"spark-federation: {mode} for {config.duration_s:g} s")
-                with (root / f"{mode}.log").open("w") as log, contextlib.redirect_stdout(log):
+                report(f"spark-federation: {name} for {duration_s:g} s")
+                with (root / f"{name}.log").open("w") as log, contextlib.redirect_stdout(log):
                     args.handler(args)
                 summary = json.loads((out / "summary.json").read_text())
-                if summary["duration_s"] < config.duration_s - 5.0:  # Ctrl-C, SIGTERM, a failure
+                if summary["duration_s"] < duration_s - 5.0:  # Ctrl-C, SIGTERM, a failure
                     raise RunFailedError(
-                        f"the {mode} run stopped {summary['duration_s']:g} s after every node was "
-                        f"up, not {config.duration_s:g} s (interrupted, or its nodes ended: "
+                        f"the {name} run stopped {summary['duration_s']:g} s after every node was "
+                        f"up, not {duration_s:g} s (interrupted, or its nodes ended: "
                         f"{summary.get('node_exit')}); its folder: {out}"
                     )
                 timeline = out / "timeline.jsonl"
                 lines = timeline.read_text().splitlines() if timeline.exists() else []
+                return fed_file, out, summary, [json.loads(x) for x in lines]
+
+            rates = configured_rates(config)
+            if config.rates == "measured":
+                _, _, summary, timeline = up(
+                    CALIBRATION, federation(config, "random", probe_rates(config)),
+                    config.calibration_s,
+                )  # fmt: skip
+                calibration = calibration_values(config, summary, timeline)
+                rates = derive_rates(calibration["capacity_tuples_per_s"], config.levels,
+                                     config.sources, config.shared_share)  # fmt: skip
+                report(
+                    "spark-federation: measured capacities "
+                    + ", ".join(f"{n} {c:,.0f}" for n, c in
+                                calibration["capacity_tuples_per_s"].items())
+                    + " tuples/s; node inputs "
+                    + ", ".join(f"{n} {x:,.0f}" for n, x in
+                                rates.node_loads(config.sources).items())
+                )  # fmt: skip
+            measured = {"runs": runs, "calibration": calibration,
+                        "rates": {"source": config.rates, "local": list(rates.local),
+                                  "shared": rates.shared}}  # fmt: skip
+            for mode in config.modes:
+                kill = (f"{KILL_NODE}@{config.kill_at_s:g}+{config.kill_down_s:g}"
+                        if mode == KILL_MODE else None)  # fmt: skip
+                fed_file, out, summary, timeline = up(
+                    mode, federation(config, mode, rates), config.duration_s, kill
+                )
                 runs.append({
                     "mode": mode,
                     "summary": summary,
-                    "timeline": [json.loads(x) for x in lines],
+                    "timeline": timeline,
                     **({"lost_sic": lost_sic(config, fed_file, out, summary["kill"])}
                        if mode == KILL_MODE else {}),
                 })  # fmt: skip
-                (root / "measured.json").write_text(json.dumps({"runs": runs}))
-    return {"runs": runs}
+                (root / "measured.json").write_text(json.dumps(measured))
+    return measured
+
+
+def kept_between(
+    timeline: Sequence[Mapping[str, Any]], lo: float, hi: float
+) -> tuple[dict[str, float | None], dict[str, float | None]]:
+    """Per node, over the timeline's lines from ``lo`` to ``hi`` s: the share of the tuples it
+    decided that it kept (None: it decided none), and the tuples it kept per second.
+
+    >>> tl = [{"elapsed_s": t, "arrived": {"a": 100 * t}, "kept": {"a": 30 * t}}
+    ...       for t in (0, 10, 20, 30)]
+    >>> kept_between(tl, 10, 30)
+    ({'a': 0.3}, {'a': 30.0})
+    """
+    part = [e for e in timeline if lo <= e["elapsed_s"] <= hi]
+    share: dict[str, float | None] = {}
+    rate: dict[str, float | None] = {}
+    if not part:
+        return share, rate
+    first, last = part[0], part[-1]
+    span = last["elapsed_s"] - first["elapsed_s"]
+    for n in last.get("arrived", {}):
+        got = last["arrived"][n] - first.get("arrived", {}).get(n, 0)
+        held = last["kept"][n] - first.get("kept", {}).get(n, 0)
+        share[n] = held / got if got > 0 else None
+        rate[n] = held / span if span > 0 else None
+    return share, rate
+
+
+def calibration_values(
+    config: SparkFederationConfig, summary: Mapping[str, Any], timeline: Sequence[Any]
+) -> dict[str, Any]:
+    """What the calibration run measured, per node, over the part of it the mode runs are
+    measured on (``warmup_s`` to ``calibration_s``): ``capacity_tuples_per_s``, the tuples it
+    kept per second, with ``kept_fraction`` of its input (below :data:`MAX_KEPT`: it shed, so
+    it kept what its own cost model said it could process, a limit it met); and
+    ``cost_model_tuples_per_s``, its cost model's capacity at the end (over its last STW:
+    ``federation up``'s summary).
+
+    The part matters: the nodes' estimates climb for a minute or more (a quick run of
+    2026-11-27 20:08 UTC: node b kept 84,000 tuples/s in its first 30 s and 258,000 from 30 s
+    to 60 s of the calibration; 395,000-526,000 from 60 s on in the mode runs), so the
+    capacity is read where the modes are.
+
+    >>> tl = [{"elapsed_s": t, "arrived": {"a": 800 * t}, "kept": {"a": 400 * t - 9000 * (t < 60)}}
+    ...       for t in range(111)]
+    >>> v = calibration_values(make_config(quick=True),
+    ...                        {"nodes": {"a": {"capacity_tuples_per_s": 520.0}}}, tl)
+    >>> v["capacity_tuples_per_s"], v["kept_fraction"], v["cost_model_tuples_per_s"]
+    ({'a': 400.0}, {'a': 0.5}, {'a': 520.0})
+    """
+    share, rate = kept_between(timeline, config.warmup_s, config.calibration_s)
+    model = {n: d.get("capacity_tuples_per_s") for n, d in summary.get("nodes", {}).items()}
+    return {
+        "duration_s": config.calibration_s,
+        "capacity_tuples_per_s": rate,
+        "kept_fraction": share,
+        "cost_model_tuples_per_s": model,
+        "probe_tuples_per_s": probe_rates(config).node_loads(config.sources),
+    }
 
 
 def mode_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[str, Any]:
@@ -342,13 +565,7 @@ def mode_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[s
                 p95[n] = max(v, p95.get(n) or 0.0)
             else:
                 p95.setdefault(n, None)
-    kept: dict[str, float | None] = {}
-    if part:
-        first, last = part[0], part[-1]
-        for n in last.get("arrived", {}):
-            got = last["arrived"][n] - first.get("arrived", {}).get(n, 0)
-            held = last["kept"][n] - first.get("kept", {}).get(n, 0)
-            kept[n] = held / got if got > 0 else None
+    kept, _ = kept_between(part, config.warmup_s, config.duration_s)
     nodes = run["summary"].get("nodes", {})
     return {
         "sic": {q: float(x) for q, x in zip(names, means, strict=True)},
@@ -541,8 +758,14 @@ def _above(name: str, jain: Mapping[str, float], other: str) -> Check:
                    what=f"Jain coordinated vs {other}")  # fmt: skip
 
 
-def checks(config: SparkFederationConfig, values: Mapping[str, Mapping[str, Any]]) -> list[Check]:
-    """The issue's claims on the runs' figures (``values``: per mode, :func:`mode_values`).
+def checks(
+    config: SparkFederationConfig,
+    values: Mapping[str, Mapping[str, Any]],
+    calibration: Mapping[str, Any] | None = None,
+) -> list[Check]:
+    """The issue's claims on the runs' figures (``values``: per mode, :func:`mode_values`;
+    ``calibration``: :func:`calibration_values`, whose nodes must have shed too for their
+    capacities to be limits they met: ``every_node_overloaded`` counts them).
 
     >>> cfg = make_config(quick=True)
     >>> v = {"coordinated": {"jain": 0.97, "latency_p95_s": {"a": 20.0},
@@ -569,9 +792,10 @@ def checks(config: SparkFederationConfig, values: Mapping[str, Mapping[str, Any]
         for n, p in v.get("latency_p95_s", {}).items()
     ]
     out.append(every("p95_latency_bounded_on_every_node", lat, none_why="no run measured"))
+    runs = {**({CALIBRATION: calibration} if calibration else {}), **values}
     kept = [
         compare(f"{m}/{n}", k, "<", MAX_KEPT, what="kept share of arrivals")
-        for m, v in values.items()
+        for m, v in runs.items()
         for n, k in v.get("kept_fraction", {}).items()
     ]
     out.append(every("every_node_overloaded", kept, none_why="no run measured"))
@@ -583,7 +807,8 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
     ``node_kill``, ``runs``), checks, tables, figures, prose."""
     runs = list(measured["runs"])
     values = {r["mode"]: mode_values(config, r) for r in runs if r["mode"] in MODES}
-    cks = checks(config, values)
+    calibration = measured.get("calibration")
+    cks = checks(config, values, calibration)
     killed = next((r for r in runs if r["mode"] == KILL_MODE), None)
     kv = None if killed is None else kill_values(config, killed)
     if kv is not None:
@@ -595,6 +820,15 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
         f"jain_per_sample_{m}": values[m]["jain_per_sample"] if m in values else math.nan
         for m in MODES
     })  # fmt: skip
+    used = _used_rates(config, measured)
+    summary["input_rates"] = {
+        "source": "measured" if calibration else "configured",
+        "local_tuples_per_s_per_source": dict(zip(NODES, used.local, strict=True)),
+        "shared_tuples_per_s_per_source": used.shared,
+        "node_input_tuples_per_s": used.node_loads(config.sources),
+        **({"levels": dict(zip(NODES, config.levels, strict=True)), "calibration": calibration}
+           if calibration else {}),
+    }  # fmt: skip
     summary["latency_bound_s"] = config.latency_bound_s
     summary["paper_jain"] = PAPER_JAIN
     if kv is None:
@@ -630,12 +864,13 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
     return Analysis(
         values=summary,
         checks=cks,
-        setup=_setup(config),
+        setup=_setup(config, used, calibration),
         paper=_paper(values, cks, kv),
         notes=_notes(),
         tables={"query_sic.csv": rows, "nodes.csv": nodes, "timeline.csv": timeline},
         figures=_figures(config, values, runs, kv),
         sections=[
+            ("Input rates", _rates_table(config, used, calibration)),
             ("Per query: mean SIC over the measured part", markdown_table(rows)),
             ("Per node", markdown_table(nodes)),
         ],
@@ -652,20 +887,70 @@ def run(config: SparkFederationConfig, out_dir: Path | str) -> dict[str, Any]:
     return EXPERIMENT.run(config, out_dir)
 
 
-def _setup(config: SparkFederationConfig) -> str:
-    a, b, c = config.local_rates
+def _used_rates(config: SparkFederationConfig, measured: Mapping[str, Any]) -> InputRates:
+    """The rates the mode runs ran at (``measured["rates"]``; the configured ones if absent)."""
+    got = measured.get("rates")
+    if not got:
+        return configured_rates(config)
+    loc = [float(x) for x in got["local"]]
+    return InputRates(local=(loc[0], loc[1], loc[2]), shared=float(got["shared"]))
+
+
+def _rates_table(
+    config: SparkFederationConfig, used: InputRates, calibration: Mapping[str, Any] | None
+) -> str:
+    """Per node: the calibration's figures (when measured), the level, the input it got."""
+    loads = used.node_loads(config.sources)
+    rows = []
+    for i, n in enumerate(NODES):
+        row: dict[str, Any] = {"node": n}
+        if calibration:
+            row.update({
+                "calibration input (t/s)": calibration["probe_tuples_per_s"].get(n),
+                "calibration kept": calibration["kept_fraction"].get(n),
+                "measured capacity (t/s)": calibration["capacity_tuples_per_s"].get(n),
+                "its cost model at the end (t/s)": calibration["cost_model_tuples_per_s"].get(n),
+                "level": config.levels[i],
+            })  # fmt: skip
+        row.update({"local query (t/s per source)": used.local[i],
+                    "shared (t/s per source)": used.shared, "node input (t/s)": loads[n]})  # fmt: skip
+        rows.append(row)
+    return markdown_table(rows)
+
+
+def _setup(
+    config: SparkFederationConfig, used: InputRates, calibration: Mapping[str, Any] | None
+) -> str:
+    a, b, c = used.local
     s = config.sources
+    loads = used.node_loads(s)
+    if calibration:
+        la, lb, lc = config.levels
+        pa, pb, pc = config.probe_local_rates
+        how = (
+            "Rates measured, not configured: first a calibration run of the same federation for "
+            f"{num(config.calibration_s)} s, every node shedding uniformly at random (policy "
+            f"`random`) an input above its capacity ({num(pa)}, {num(pb)}, {num(pc)} tuples/s "
+            f"per source of the local queries, {num(config.probe_shared_rate)} of `shared`); "
+            f"each node's capacity is what it kept per second from {num(config.warmup_s)} s on "
+            "(the part the modes are measured on), the rate its own cost model let it "
+            f"process; then each node's input is {num(la)}, {num(lb)} and {num(lc)} times its "
+            f"capacity (a, b, c), `shared` taking {num(config.shared_share)} of the least "
+            "loaded node's input. "
+        )
+    else:
+        how = 'Rates configured (`rates = "configured"`), not set from measured capacities. '
     return (
         "Three nodes `a`, `b`, `c` started by `spillway federation up` (one Spark application "
         "each, `local[1]`, a trigger of 1 s), the query coordinator and a Kafka broker, all on "
         "this machine's two cores. Queries (AVG over gaussian sources, "
         f"{s} sources per fragment): `local-a`, `local-b`, `local-c` on one node each at "
         f"{num(a)}, {num(b)} and {num(c)} tuples/s per source; `shared` at "
-        f"{num(config.shared_rate)} tuples/s per source with a leaf on `a` and on `b` sending "
+        f"{num(used.shared)} tuples/s per source with a leaf on `a` and on `b` sending "
         "its results to its root on `c` through Kafka. Node loads: "
-        f"a {num(s * (a + config.shared_rate))}, b {num(s * (b + config.shared_rate))}, "
-        f"c {num(s * (c + config.shared_rate))} tuples/s (plus `shared`'s link rows at `c`). "
-        "Capacities are each node's own cost-model measurement. "
+        f"a {num(loads['a'])}, b {num(loads['b'])}, c {num(loads['c'])} tuples/s (plus "
+        f"`shared`'s link rows at `c`). {how}"
+        "While running, each node sheds to the capacity its own cost model measures. "
         f"Coordinator: STW {num(config.stw_s)} s sliding every {num(config.slide_s)} s, a node "
         f"lost after {num(config.timeout_s)} s of silence. Each mode runs "
         f"{num(config.duration_s)} s after every node is up; every figure is taken from "
@@ -805,9 +1090,12 @@ def _notes() -> str:
 __all__ = [
     "DESCRIPTION",
     "MODES",
+    "InputRates",
     "SparkFederationConfig",
     "analyse",
+    "calibration_values",
     "checks",
+    "derive_rates",
     "federation",
     "make_config",
     "measure",

@@ -11,12 +11,38 @@ from typing import Any
 
 import pytest
 
-from spillway.errors import ConfigError, UnknownNameError
+from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.experiments import get_experiment
 from spillway.experiments import spark_federation as sf
 from spillway.federation.config import FederationConfig
 
 QUERIES = ("local-a", "local-b", "local-c", "shared")
+#: Capacities like those the nodes measured at the end of runs (EXPERIMENTS.md "Run 5").
+CAPACITIES = {"a": 457_400.0, "b": 382_400.0, "c": 50_320.0}
+
+
+def _calibration_timeline(keep_b: float | None = None) -> list[dict[str, Any]]:
+    """A quick calibration's timeline: every node offered 800,000 tuples/s and keeping its
+    capacity (:data:`CAPACITIES`) each second (b keeping ``keep_b`` of its input if given)."""
+    return [
+        {"elapsed_s": float(t), "arrived": {n: 800_000 * t for n in CAPACITIES},
+         "kept": {n: int((800_000 * keep_b if n == "b" and keep_b else c) * t)
+                  for n, c in CAPACITIES.items()}}
+        for t in range(111)
+    ]  # fmt: skip
+
+
+def _load(path: Path) -> FederationConfig:
+    return FederationConfig.from_dict(tomllib.loads(path.read_text()))
+
+
+def _node_loads(fed: FederationConfig) -> dict[str, float]:
+    """Tuples per second each node's sources send."""
+    load = {n: 0.0 for n in fed.nodes}
+    for q in fed.queries:
+        for f in q.fragments:
+            load[f.node] += f.sources * q.rate
+    return load
 
 
 def _run(mode: str, sic: tuple[float, ...], *, kept: float = 0.4, p95: float = 15.0) -> dict:
@@ -211,8 +237,11 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
         assert args.ui is False and args.ui_port is None and args.master == "local[1]"
         args.out.mkdir(parents=True)
         kill = {"node": "c", "killed_wall": None, "restarted_wall": None}
+        nodes = {n: {"capacity_tuples_per_s": 2 * c} for n, c in CAPACITIES.items()}
         (args.out / "summary.json").write_text(json.dumps({"duration_s": args.duration,
-                                                           "kill": kill}))  # fmt: skip
+                                                           "kill": kill, "nodes": nodes}))  # fmt: skip
+        lines = [json.dumps(e) for e in _calibration_timeline()]
+        (args.out / "timeline.jsonl").write_text("\n".join(lines) + "\n")
         return 0
 
     monkeypatch.setattr(up, "cmd_up", fake_up)
@@ -221,6 +250,95 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
     got = sf.measure(cfg)
     assert [r["mode"] for r in got["runs"]] == list(sf.RUNS)
     assert [seen[m].kill for m in sf.RUNS] == [None, None, None, "c@40+10"]
+    # the calibration ran first, as long as a mode, the random federation at the probe rates
+    assert seen[sf.CALIBRATION].duration == 110.0
+    probe = sf.federation(cfg, "random", sf.probe_rates(cfg))
+    assert _load(tmp_path / "calibration.toml") == probe
+    # and every mode ran at the levels times those capacities, not the configured rates
+    for m in sf.RUNS:
+        fed = _load(tmp_path / f"{m}.toml")
+        assert _node_loads(fed) == pytest.approx(
+            {n: lv * CAPACITIES[n] for n, lv in zip(sf.NODES, cfg.levels, strict=True)}
+        )
+    assert got["calibration"]["capacity_tuples_per_s"] == pytest.approx(CAPACITIES)
+    assert got["rates"]["source"] == "measured"
     assert got["runs"][-1]["lost_sic"] == {
         "local-c": {"before": None, "outage": None}, "shared": {"before": None, "outage": None}
     }  # fmt: skip
+
+
+def test_rates_bring_every_node_to_its_level_of_its_measured_capacity() -> None:
+    cfg = sf.make_config(quick=True)
+    rates = sf.derive_rates(CAPACITIES, cfg.levels, cfg.sources, cfg.shared_share)
+    fed = sf.federation(cfg, "coordinated", rates)
+    load = _node_loads(fed)
+    level = {n: load[n] / CAPACITIES[n] for n in sf.NODES}
+    assert level == pytest.approx(dict(zip(sf.NODES, cfg.levels, strict=True)))
+    assert level["a"] > level["b"] > level["c"] > 1.0  # Fig. 4's unequal overload
+    # shared: one rate on every node, shared_share of the least loaded node's input
+    shared = next(q for q in fed.queries if q.name == "shared")
+    assert cfg.sources * shared.rate == pytest.approx(cfg.shared_share * min(load.values()))
+    assert all(r > 0 for r in rates.local)
+    # any level, any shared part: the loads follow the capacities
+    other = sf.derive_rates(CAPACITIES, (5.0, 1.2, 1.1), 4, 0.9)
+    got = other.node_loads(4)
+    assert {n: got[n] / CAPACITIES[n] for n in sf.NODES} == pytest.approx(
+        {"a": 5.0, "b": 1.2, "c": 1.1}
+    )
+    assert 4 * other.shared == pytest.approx(0.9 * min(got.values()))
+
+
+@pytest.mark.parametrize("bad", [None, 0.0, -5.0, math.nan, math.inf])
+def test_rates_refuse_a_capacity_not_measured(bad: float | None) -> None:
+    with pytest.raises(InputDataError, match="node c measured no capacity"):
+        sf.derive_rates({**CAPACITIES, "c": bad})
+    with pytest.raises(InputDataError, match="node b measured no capacity"):
+        sf.derive_rates({"a": 1.0, "c": 1.0})
+    with pytest.raises(ConfigError, match="levels must give 3"):
+        sf.derive_rates(CAPACITIES, (2.0, 2.0))
+    with pytest.raises(ConfigError, match="shared_share"):
+        sf.derive_rates(CAPACITIES, shared_share=1.0)
+
+
+def test_configured_rates_are_an_option_labelled_in_the_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``rates = "configured"`` runs no calibration and the fixed rates; the report says so.
+    The default measures them, and a calibration node that kept its input fails
+    ``every_node_overloaded`` (its capacity an extrapolation, not a limit it met)."""
+    cfg = replace(sf.make_config(quick=True), rates="configured")
+    assert sf.make_config(quick=True).rates == "measured"
+    assert _node_loads(sf.federation(cfg, "random")) == sf.configured_rates(cfg).node_loads(10)
+    summary = sf.EXPERIMENT.write(cfg, _measured(), tmp_path / "configured")
+    assert summary["input_rates"]["source"] == "configured"
+    assert summary["input_rates"]["node_input_tuples_per_s"] == {
+        "a": 600_000.0, "b": 420_000.0, "c": 300_000.0
+    }  # fmt: skip
+    assert "Rates configured" in (tmp_path / "configured" / "report.md").read_text()
+    # measured: the calibration's figures and the rates they gave reach summary and report
+    cfg = sf.make_config(quick=True)
+    rates = sf.derive_rates(CAPACITIES, cfg.levels)
+    cal = sf.calibration_values(
+        cfg,
+        {"nodes": {n: {"capacity_tuples_per_s": c} for n, c in CAPACITIES.items()}},
+        _calibration_timeline(),
+    )
+    measured = {**_measured(), "calibration": cal,
+                "rates": {"source": "measured", "local": list(rates.local),
+                          "shared": rates.shared}}  # fmt: skip
+    summary = sf.EXPERIMENT.write(cfg, measured, tmp_path / "measured")
+    got = summary["input_rates"]
+    assert got["source"] == "measured"
+    assert got["calibration"]["capacity_tuples_per_s"] == pytest.approx(CAPACITIES, rel=1e-3)
+    assert got["node_input_tuples_per_s"] == pytest.approx(  # the summary keeps 4 digits
+        {n: lv * CAPACITIES[n] for n, lv in zip(sf.NODES, cfg.levels, strict=True)}, rel=1e-3
+    )
+    text = (tmp_path / "measured" / "report.md").read_text()
+    assert "Rates measured" in text and "457,400" in text
+    verdict = {c["name"]: c for c in summary["checks"]}["every_node_overloaded"]
+    assert verdict["verdict"] == "pass" and "calibration/c" in verdict["why"]
+    # a calibration node that kept 95 %: its capacity is no limit, the check fails on it
+    bad = sf.calibration_values(cfg, {"nodes": {}}, _calibration_timeline(keep_b=0.95))
+    cks = sf.checks(cfg, {}, bad)
+    over = {c.name: c for c in cks}["every_node_overloaded"]
+    assert over.verdict == "fail" and "calibration/b" in over.why
