@@ -133,12 +133,15 @@ group counts of that sample (CoD's concept of the window is then estimated from 
 sample of it, CoD §V), the offset carries the sample's size per lane and range
 (:attr:`~spillway.spark.source.PlanOffset.read`), executors derive the keys of the sample only
 and keep within it, and every other tuple is shed unread, as a log lane's tuples already are.
+The read is ``group_read`` times the capacity it is sized by, so that capacity pays for it:
+a kept tuple costs its per-tuple time plus ``group_read`` per-arrived times, and the capacity
+is what the budget left after the fixed cost buys at that price (``_capacity``).
 A group with no tuple in the sample is not seen at all (CoD's missing groups count only the
 groups seen). A log lane (Kafka, a folder) is read the same way, in
 :data:`~spillway.spark.source.LOG_RUNS` runs (each is a seek): its executors fetch and parse
 only the bounded read, once, and keep from what they fetched; its driver counts groups on at
-most :data:`LOG_GROUP_SAMPLE` records of the read (one run inside each of its runs), scaled to
-the read, as it does on a whole log range without a bound.
+most :data:`LOG_GROUP_SAMPLE` records of the read (:data:`LOG_SAMPLE_RUNS` runs of it), scaled
+to the read, as it does on a whole log range without a bound.
 
 Batch span
 ----------
@@ -309,7 +312,13 @@ REACH_BATCHES = 20
 #: A log lane's groups are counted from at most this many of its waiting records, scaled to the
 #: lane (a per-group policy on a Kafka partition: fetching and parsing the whole backlog on the
 #: driver at every decision would cost more than the batch; CoD's estimates are per group).
-LOG_GROUP_SAMPLE = 20_000
+#: The driver fetches them inside the batch's planning: 20,000 a lane as 16 runs (a seek each)
+#: took 0.84-1.24 s a decision over four Kafka partitions, half of a 2 s trigger (CoD at 3x,
+#: ``scripts/profile_kafka_cod.py``), for group counts the executors' read makes exact anyway.
+LOG_GROUP_SAMPLE = 4_000
+
+#: Runs (each a seek) a log lane's driver sample is fetched in (:data:`LOG_GROUP_SAMPLE`).
+LOG_SAMPLE_RUNS = 4
 
 #: Any other lane's groups are counted from at most this many of its waiting tuples, scaled to
 #: the lane. A generated key costs about 0.1 µs to scan on the driver, and the scan runs inside
@@ -2041,17 +2050,20 @@ class NodeController:
             )
 
         budget = budget_for(scanned)
-        if self.policy.needs_groups and cfg.group_read is not None:
-            # a bounded group read (_group_read) reads about group_read x the capacity of the
-            # lanes, not all they hold: charged for all, the capacity came out low
-            first = budget.available_s / max(
-                float(np.mean([budget.per_tuple_s[p] for p in self._plan_names])), 1e-12
-            )
-            bounded = self._group_read(count, first, False)
-            if bounded is not None:
-                budget = budget_for(bounded)
         cost = budget.lane_costs(self._lane_plan_names)
         total = float(count.sum())
+        if self.policy.needs_groups and cfg.group_read is not None and total > 0:
+            # a bounded group read (_group_read) reads group_read x the capacity it is given,
+            # not all the lanes hold: each kept tuple brings group_read read ones, so it is
+            # charged their per-arrived time, and the capacity pays for its own read (charged
+            # for a read sized before that, the decision read twice what it had paid for)
+            each = cost + cfg.group_read * np.array(
+                [est[p].per_arrived_s for p in self._lane_plan_names], dtype=np.float64
+            )
+            free = budget_for(np.zeros_like(count))
+            own = free.available_s * total / float((count * each).sum())
+            if self._group_read(count, own, False) is not None:
+                budget, cost = free, each
         if total > 0:
             mean_cost = float((count * cost).sum()) / total
         else:
@@ -2167,13 +2179,14 @@ class NodeController:
 
     def _log_sample(self, lane: int, idx: np.ndarray) -> np.ndarray:
         """Of a bounded read ``idx`` of a log lane, the at most :data:`LOG_GROUP_SAMPLE`
-        tuples the driver fetches to count its groups: one run inside each of the read's
-        :data:`~spillway.spark.source.LOG_RUNS` runs (each run is a seek; seeded by the lane as
-        :meth:`_scan_index`); ``idx`` itself for any other lane, or a read that small. The
-        executors read all of ``idx``."""
+        tuples the driver fetches to count its groups: :data:`LOG_SAMPLE_RUNS` runs spread over
+        the read (each inside one of its runs or across two, so at most twice as many seeks;
+        seeded by the lane as :meth:`_scan_index`); ``idx`` itself for any other lane, or a
+        read that small. The executors read all of ``idx``."""
         if not self._lane_log[lane] or idx.size <= LOG_GROUP_SAMPLE:
             return idx
-        return idx[select_kept_runs(0, idx.size, LOG_GROUP_SAMPLE, _SAMPLE_KEY ^ lane)]
+        pos = select_kept_runs(0, idx.size, LOG_GROUP_SAMPLE, _SAMPLE_KEY ^ lane, LOG_SAMPLE_RUNS)
+        return idx[pos]
 
     def _scan_index(self, lane: int, lo: int, hi: int) -> np.ndarray:
         """The tuples of ``[lo, hi)`` whose keys a per-group decision scans: all of them, or
@@ -2182,9 +2195,11 @@ class NodeController:
         the range (:func:`~spillway.spark.source.select_kept_runs`, seeded by the lane: the
         same range gives the same sample, so a replay decides the same)."""
         feed = self._queries[int(self.lane_query[lane])].feed
-        limit = LOG_GROUP_SAMPLE if getattr(feed, "log", False) else GROUP_SAMPLE
+        log = bool(getattr(feed, "log", False))
+        limit = LOG_GROUP_SAMPLE if log else GROUP_SAMPLE
         if hi - lo > limit:
-            return select_kept_runs(lo, hi, limit, _SAMPLE_KEY ^ lane, runs=64)
+            runs = LOG_SAMPLE_RUNS if log else 64
+            return select_kept_runs(lo, hi, limit, _SAMPLE_KEY ^ lane, runs=runs)
         return np.arange(lo, hi, dtype=np.int64)
 
     # ---------------------------------------------------------------------------- measuring

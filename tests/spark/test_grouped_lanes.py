@@ -515,6 +515,24 @@ def test_an_overloaded_log_lane_is_read_in_part_each_record_fetched_once(monkeyp
     assert sum(keep) == 300 and abs(table.num_rows - 300) <= 60
 
 
+def test_the_drivers_sample_of_a_log_read_is_small_and_fetched_in_a_few_runs():
+    # The driver counts a log's groups inside the batch's planning: 20,000 records a lane, one
+    # run inside each of the read's 16 runs (a seek each), took 0.84-1.24 s a decision over
+    # four Kafka partitions, CoD at 3x (scripts/profile_kafka_cod.py): half a 2 s trigger.
+    import spillway.spark.controller as ctl
+    from spillway.spark.source import read_index
+
+    c = _controller(CoD(kind="grouped"), [_plan(_counting_log())], capacity=300, group_read=2.0)
+    idx = read_index(((0, 1_000_000, 140_000),), 11, log=True)  # a 3x read: 16 runs
+    got = c._log_sample(0, idx)
+    assert got.size == ctl.LOG_GROUP_SAMPLE <= 5_000 and np.isin(got, idx).all()
+    pieces = int((np.diff(got) > 1).sum()) + 1  # contiguous offset ranges: seeks
+    assert pieces <= 2 * ctl.LOG_SAMPLE_RUNS < 16, pieces
+    # spread over the read: every quarter of it is sampled
+    assert len(np.unique(np.searchsorted(np.quantile(idx, [0.25, 0.5, 0.75]), got))) == 4
+    assert np.array_equal(got, c._log_sample(0, idx))  # the same read, the same sample
+
+
 def test_a_log_lane_decided_per_group_is_fetched_once_without_a_bound():
     feed = _counting_log()
     c = _controller(CoD(kind="grouped", b=0.9), [_plan(feed)], capacity=1e9)
