@@ -242,7 +242,37 @@ class NodeReporter:
         #: Reports that reached the coordinator, and the SIC reported so far.
         self.reports = 0
         self.reported_sic = 0.0
+        #: The record of the last reported batch (:meth:`keep_record`), None: in memory only.
+        self.state: Path | None = None
+        self._last_batch = -1
         self._waiting = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
+
+    def keep_record(self, path: str | os.PathLike[str]) -> None:
+        """Keep the last batch the coordinator received and the SIC reported so far in
+        ``path`` (:class:`ReportedBatches`, replaced after each report) and resume from what it
+        holds: a batch Spark runs again after a restart, reported before the crash, is not
+        reported a second time. :class:`~spillway.spark.node.Node` gives the file beside its
+        checkpoint's results (the node's one plan: its batch ids grow). A crash between the
+        coordinator's reply and the file's replacement still reports that one batch twice.
+
+        Raises
+        ------
+        InputDataError
+            ``path`` exists but is not a record a reporter wrote.
+
+        >>> import tempfile
+        >>> from spillway.quality.sic import StwConfig
+        >>> path = Path(tempfile.mkdtemp()) / "reported.json"
+        >>> ReportedBatches(batch=6, reported_sic=1.5).save(path)
+        >>> rep = NodeReporter(None, CoordinatorView([0], StwConfig(stw_s=4.0, slide_s=1.0),
+        ...                                          stale_s=2.0))
+        >>> rep.keep_record(path)
+        >>> rep.reported_sic
+        1.5
+        """
+        self.state = Path(path)
+        done = ReportedBatches.load(self.state)
+        self._last_batch, self.reported_sic = done.batch, done.reported_sic
 
     @property
     def waiting_sic(self) -> float:
@@ -290,6 +320,8 @@ class NodeReporter:
     def __call__(self, event: ResultsEvent) -> None:
         if self.clock is None:
             raise ConfigError("the reporter has no clock yet: give one, or run it in a Node")
+        if self.state is not None and event.batch_id <= self._last_batch:
+            return  # a replay after a restart: the coordinator received it before the crash
         now = float(self.clock())
         q_local = np.asarray(event.query_id, dtype=np.int64)
         if q_local.size and event.sic is None:
@@ -335,6 +367,9 @@ class NodeReporter:
         self._waiting = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
         self.reports += 1
         self.reported_sic += float(total.sum())
+        if self.state is not None:
+            self._last_batch = int(event.batch_id)
+            ReportedBatches(batch=self._last_batch, reported_sic=self.reported_sic).save(self.state)
         self.view.receive(update)
 
 

@@ -223,6 +223,10 @@ def plan_layout(config: NodeConfig) -> list[PlanLayout]:
     return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
 
 
+#: File in a federated node's checkpoint folder: the last batch its coordinator received
+#: (:meth:`~spillway.spark.fed_results.NodeReporter.keep_record`).
+REPORTED_FILE = "reported.json"
+
 #: File in a checkpoint folder naming each user query's sink lineage (:mod:`spillway.sinks`).
 LINEAGE_FILE = "sink-lineage.json"
 
@@ -561,6 +565,8 @@ class Node:
             if self.federation.clock is None:
                 self.federation.clock = controller.now
             self.federation.progress = controller.processed  # this phase's controller
+            if keep:  # beside the results a restarted driver resumes from
+                self.federation.keep_record(root / REPORTED_FILE)
             self.store.listeners.append(self.federation)
         if self.observers:
             controller.observers.append(bind_phase(self.observers, phase))

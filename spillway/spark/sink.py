@@ -308,7 +308,12 @@ class ResultStore:
     def put(self, plan: str, batch_id: int, rows: pd.DataFrame) -> bool:
         """Store one batch's rows; True when new, False when they replace a replayed batch.
 
-        The rows get ``plan`` and ``batch_id`` columns (first) from the key.
+        The rows get ``plan`` and ``batch_id`` columns (first) from the key. A new batch's
+        listeners run before its rows reach the CSV mirror: a driver killed in between finds
+        the batch missing from the mirror when it resumes, so the batch Spark runs again is
+        new there and its listeners run again (a federated node's link writes and reports
+        recognise a batch they already handled), where the other order would leave a batch
+        stored whose listeners never ran (its rows never sent on to the next node).
         """
         key = (str(plan), int(batch_id))
         frame = rows.drop(columns=["plan", "batch_id"], errors="ignore")
@@ -317,15 +322,16 @@ class ResultStore:
         with self._lock:
             new = key not in self._batches
             self._batches[key] = frame
-            if self.csv_path is not None:
+        if new and self.listeners:
+            event = ResultsEvent.from_frame(key[0], key[1], frame)
+            self.listener_errors += notify(self.listeners, event)
+        if self.csv_path is not None:
+            with self._lock:
                 if new:
                     header = not self.csv_path.exists()
                     frame.to_csv(self.csv_path, mode="a", header=header, index=False)
                 else:
                     self._frame().to_csv(self.csv_path, index=False)
-        if new and self.listeners:
-            event = ResultsEvent.from_frame(key[0], key[1], frame)
-            self.listener_errors += notify(self.listeners, event)
         return new
 
     def _frame(self) -> pd.DataFrame:

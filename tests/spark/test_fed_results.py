@@ -203,6 +203,32 @@ def test_a_batch_spanning_more_than_an_stw_never_gives_a_query_sic_above_1() -> 
     assert got[0] == pytest.approx(0.1 * ((windows >= 112.0) & (windows < 122.0)).sum())
 
 
+def test_a_restarted_node_reporter_does_not_report_a_replayed_batch_again(tmp_path) -> None:
+    """A node killed after its last batch reached the coordinator, before Spark recorded the
+    batch's commit: the restarted driver runs the batch again. Its reporter, resumed from the
+    record beside the checkpoint, skips it; the coordinator holds the batch's SIC once. Without
+    the record (the reporter before keep_record) the query's SIC came out 0.8, twice 0.4."""
+    clock = ManualClock(10.0)
+    state = tmp_path / "reported.json"
+    with CoordinatorService(_TWO.layout(), _lagged(_TWO), clock=clock, origin_s=0.0) as svc:
+        client = CoordinatorClient(svc.address, svc.authkey, node=1)
+        first = NodeReporter(client, _view(), clock=clock)
+        first.keep_record(state)
+        first(_event(0, [1], [8.0], [0.3]))
+        first(_event(1, [1], [9.0], [0.4]))  # reported; then the driver dies
+        again = NodeReporter(client, _view(), clock=clock)
+        again.keep_record(state)
+        assert again.reported_sic == pytest.approx(0.7)  # restored from the record
+        again(_event(1, [1], [9.0], [0.4]))  # Spark's replay of batch 1
+        again(_event(2, [1], [9.5], [0.1]))  # the next batch: reported
+        got = svc.federation().sic
+        client.close()
+    assert again.reports == 1 and again.reported_sic == pytest.approx(0.8)
+    assert got.tolist() == pytest.approx([0.0, 0.8])  # 0.3 + 0.4 + 0.1, each once
+    record = ReportedBatches.load(state)
+    assert record.batch == 2 and record.reported_sic == pytest.approx(0.8)
+
+
 def test_an_unreachable_coordinator_keeps_the_results_for_the_next_report(caplog) -> None:
     clock = ManualClock(10.0)
     with CoordinatorService(_TWO.layout(), _lagged(_TWO), clock=clock, origin_s=0.0) as svc:

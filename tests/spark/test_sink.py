@@ -234,3 +234,35 @@ def test_kind_maps_and_window_errors(spark):
         kind_map({"median": [0]})
     with pytest.raises(ConfigError, match="window_s must be a positive whole number"):
         ResultSink("avg", 1e-7, ResultStore())
+
+
+class _Killed(BaseException):
+    """The driver dying inside a batch (not an error a listener's caller would catch)."""
+
+
+def test_a_batch_whose_listeners_did_not_finish_is_handed_again_after_a_restart(tmp_path):
+    """A federated node's link writes and coordinator reports are the store's listeners. A
+    driver killed while they ran must find the batch missing from the CSV mirror when it
+    resumes, so Spark's replay is new there and they run again (each recognises what it had
+    already done). Before, the rows reached the mirror first: the replay was taken for a known
+    batch, and its rows never reached the next node."""
+    rows = pd.DataFrame({"query_id": [0], "value": [1.0], "sic": [0.5]})
+    seen: list[int] = []
+
+    def dies(event) -> None:
+        seen.append(event.batch_id)
+        raise _Killed
+
+    store = ResultStore(tmp_path / "results.csv")
+    store.listeners.append(lambda e: seen.append(e.batch_id))
+    assert store.put("avg", 0, rows) is True
+    assert store.put("avg", 1, rows) is True
+    store.listeners[:] = [dies]
+    with pytest.raises(_Killed):
+        store.put("avg", 2, rows)
+    resumed = ResultStore(tmp_path / "results.csv", resume=True)
+    resumed.listeners.append(lambda e: seen.append(e.batch_id))
+    assert resumed.put("avg", 1, rows) is False  # stored and handed on before the kill
+    assert resumed.put("avg", 2, rows) is True  # handed on again
+    assert seen == [0, 1, 2, 2]
+    assert resumed.batches() == [("avg", 0), ("avg", 1), ("avg", 2)]
