@@ -25,14 +25,18 @@ from typing import Any
 import numpy as np
 
 
-def _plain(x: Any) -> Any:
-    """Turn numpy scalars/arrays and non-finite floats into JSON-safe values."""
+def json_safe(x: Any) -> Any:
+    """Turn numpy scalars/arrays and non-finite floats into JSON-safe values.
+
+    >>> json_safe({"a": (np.float64(1.5), float("nan")), 2: np.arange(2)})
+    {'a': [1.5, None], '2': [0, 1]}
+    """
     if isinstance(x, Mapping):
-        return {str(k): _plain(v) for k, v in x.items()}
+        return {str(k): json_safe(v) for k, v in x.items()}
     if isinstance(x, list | tuple):
-        return [_plain(v) for v in x]
+        return [json_safe(v) for v in x]
     if isinstance(x, np.ndarray):
-        return [_plain(v) for v in x.tolist()]
+        return [json_safe(v) for v in x.tolist()]
     if isinstance(x, np.generic):
         x = x.item()
     if isinstance(x, float) and not math.isfinite(x):
@@ -84,7 +88,7 @@ def rounded(x: Any, significant: int = 4) -> Any:
     >>> rounded({"jain": 0.99999999999988, "n": 3, "xs": [1.361838490488946, None]})
     {'jain': 1.0, 'n': 3, 'xs': [1.362, None]}
     """
-    x = _plain(x)
+    x = json_safe(x)
     if isinstance(x, dict):
         return {k: rounded(v, significant) for k, v in x.items()}
     if isinstance(x, list):
@@ -105,7 +109,7 @@ def write_summary(
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / "summary.json"
-    data = _plain(summary) if significant is None else rounded(summary, significant)
+    data = json_safe(summary) if significant is None else rounded(summary, significant)
     path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
     return path
 
@@ -114,7 +118,7 @@ def write_csv(path: Path | str, rows: Iterable[Mapping[str, Any]]) -> Path:
     """Write dict rows to a CSV file (header = keys of the first row, in order)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [dict(_plain(r)) for r in rows]
+    rows = [dict(json_safe(r)) for r in rows]
     fields: list[str] = []
     for r in rows:
         fields.extend(k for k in r if k not in fields)

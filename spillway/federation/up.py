@@ -69,6 +69,7 @@ from spillway.federation.placement import LINK_PREFIX, all_topics
 from spillway.federation.update import NodeUpdate
 from spillway.files import replace_text
 from spillway.quality.coordination import RETAIN_S
+from spillway.reporting import json_safe
 
 #: Seconds ``up`` waits for every node's Spark application to come up.
 START_TIMEOUT_S = 300.0
@@ -275,19 +276,11 @@ def _write_history(path: Path, node: Any) -> None:
     capacity, the cost model's fit, per query the projected SIC balanced and the kept share),
     then one line per plan with its measured micro-batches (rows, duration): what its capacity
     estimate was fitted on."""
-
-    def clean(x: Any) -> Any:
-        if isinstance(x, float):
-            return x if math.isfinite(x) else None
-        if isinstance(x, dict):
-            return {k: clean(v) for k, v in x.items()}
-        if isinstance(x, list | tuple):
-            return [clean(v) for v in x]
-        return x
-
-    lines = [json.dumps(clean(dataclasses.asdict(r))) for r in node.controller.history()]
+    lines = [json.dumps(json_safe(dataclasses.asdict(r))) for r in node.controller.history()]
     for plan in node.controller.cost_estimates():
-        lines.append(json.dumps(clean({"plan": plan, "batches": node.controller.batches(plan)})))
+        lines.append(
+            json.dumps(json_safe({"plan": plan, "batches": node.controller.batches(plan)}))
+        )
     replace_text(path, "\n".join(lines) + "\n")
 
 
