@@ -98,12 +98,10 @@ def operating_capacity(
     'rows over batch time (fit not possible)'
     """
     fixed, per_row = fit_batch_cost(batches)
-    span = batch_span(fixed, trigger_s, headroom) if math.isfinite(fixed) and fixed >= 0 else 1
-    capacity = (
-        sustainable_rows_per_s(fixed, per_row, span * trigger_s, headroom)
-        if fixed >= 0
-        else math.nan
-    )
+    span, capacity = 1, math.nan
+    if math.isfinite(fixed) and fixed >= 0:
+        span = batch_span(fixed, trigger_s, headroom)
+        capacity = sustainable_rows_per_s(fixed, per_row, span * trigger_s, headroom)
     if math.isfinite(capacity) and capacity > 0:
         return {"capacity_tuples_per_s": round(capacity, 6), "capacity_method": "fit",
                 "fixed_s": fixed, "per_row_s": per_row, "span": span}  # fmt: skip
