@@ -96,6 +96,19 @@ class ReportedBatches:
         """Replace ``path`` with this record atomically (written aside, then renamed)."""
         replace_text(path, json.dumps({"batch": self.batch, "reported_sic": self.reported_sic}))
 
+    def after(self, batch_id: int, sic: float, path: Path | None = None) -> ReportedBatches:
+        """The record once batch ``batch_id`` has reported ``sic`` more, saved to ``path``
+        (its folder made) when one is given.
+
+        >>> ReportedBatches(batch=3, reported_sic=0.5).after(4, 0.25)
+        ReportedBatches(batch=4, reported_sic=0.75)
+        """
+        done = ReportedBatches(batch=int(batch_id), reported_sic=self.reported_sic + float(sic))
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            done.save(path)
+        return done
+
 
 class ResultReporter:
     """Reports a root fragment's result SIC to the coordinator, each batch once.
@@ -147,13 +160,16 @@ class ResultReporter:
         self.client, self.link, self.clock, self.view = client, link, clock, view
         self._waiting = (np.zeros(0), np.zeros(0))  # results not yet received (time, SIC)
         self.state = None if state is None else Path(state)
-        done = ReportedBatches() if self.state is None else ReportedBatches.load(self.state)
+        self._done = ReportedBatches() if self.state is None else ReportedBatches.load(self.state)
         self.update: NodeUpdate | None = None
-        self.reported_sic = done.reported_sic
-        self._last_batch = done.batch
+
+    @property
+    def reported_sic(self) -> float:
+        """The SIC reported so far."""
+        return self._done.reported_sic
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        if batch_id <= self._last_batch:
+        if batch_id <= self._done.batch:
             return  # a replay: reported already
         rows = df.groupBy("window_start").sum("sic").toPandas()
         new = rows.iloc[:, 1].to_numpy(dtype=np.float64) if len(rows) else np.zeros(0)
@@ -173,16 +189,12 @@ class ResultReporter:
                 raise
             self.view.unreachable(str(exc))
             self._waiting = (times, sic)
-            self._last_batch = int(batch_id)
+            self._done = self._done.after(batch_id, 0.0)  # sent with the next (in memory)
             return
         self._waiting = (np.zeros(0), np.zeros(0))
         if self.view is not None:
             self.view.receive(self.update)
-        self.reported_sic += float(sic.sum())
-        self._last_batch = int(batch_id)
-        if self.state is not None:
-            self.state.parent.mkdir(parents=True, exist_ok=True)
-            ReportedBatches(batch=self._last_batch, reported_sic=self.reported_sic).save(self.state)
+        self._done = self._done.after(batch_id, float(sic.sum()), self.state)
 
 
 class NodeReporter:
@@ -241,10 +253,9 @@ class NodeReporter:
         self.progress: Callable[[], tuple[np.ndarray, np.ndarray]] | None = None
         #: Reports that reached the coordinator, and the SIC reported so far.
         self.reports = 0
-        self.reported_sic = 0.0
         #: The record of the last reported batch (:meth:`keep_record`), None: in memory only.
         self.state: Path | None = None
-        self._last_batch = -1
+        self._done = ReportedBatches()
         self._waiting = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
 
     def keep_record(self, path: str | os.PathLike[str]) -> None:
@@ -271,8 +282,12 @@ class NodeReporter:
         1.5
         """
         self.state = Path(path)
-        done = ReportedBatches.load(self.state)
-        self._last_batch, self.reported_sic = done.batch, done.reported_sic
+        self._done = ReportedBatches.load(self.state)
+
+    @property
+    def reported_sic(self) -> float:
+        """The SIC reported so far (from the record's, with :meth:`keep_record`)."""
+        return self._done.reported_sic
 
     @property
     def waiting_sic(self) -> float:
@@ -320,7 +335,7 @@ class NodeReporter:
     def __call__(self, event: ResultsEvent) -> None:
         if self.clock is None:
             raise ConfigError("the reporter has no clock yet: give one, or run it in a Node")
-        if self.state is not None and event.batch_id <= self._last_batch:
+        if self.state is not None and event.batch_id <= self._done.batch:
             return  # a replay after a restart: the coordinator received it before the crash
         now = float(self.clock())
         q_local = np.asarray(event.query_id, dtype=np.int64)
@@ -366,10 +381,7 @@ class NodeReporter:
             return
         self._waiting = (np.zeros(0), np.zeros(0, dtype=np.int64), np.zeros(0))
         self.reports += 1
-        self.reported_sic += float(total.sum())
-        if self.state is not None:
-            self._last_batch = int(event.batch_id)
-            ReportedBatches(batch=self._last_batch, reported_sic=self.reported_sic).save(self.state)
+        self._done = self._done.after(event.batch_id, float(total.sum()), self.state)
         self.view.receive(update)
 
 

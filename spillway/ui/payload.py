@@ -30,26 +30,11 @@ Examples
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
 from typing import Any
 
+from spillway.reporting import json_safe
 from spillway.telemetry.board import BoardState
-
-
-def _num(x: Any) -> Any:
-    """A JSON-safe number: NaN and infinities become None."""
-    if isinstance(x, float) and not math.isfinite(x):
-        return None
-    return x
-
-
-def _clean(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return _num(value)
 
 
 def node_payload(state: BoardState, *, since: int = 0) -> dict[str, Any]:
@@ -101,4 +86,4 @@ def node_payload(state: BoardState, *, since: int = 0) -> dict[str, Any]:
         "error": state.error,
         "points": [asdict(p) for p in state.series if p.seq > since],
     }
-    return dict(_clean(out))
+    return dict(json_safe(out))
