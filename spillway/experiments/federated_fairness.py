@@ -170,7 +170,7 @@ def _ratio(runs: Sequence[Mapping[str, Any]], placement: str) -> float:
 
 
 def checks(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
-    """THEMIS Fig. 10's claims on the measured runs (issue 11's "must show").
+    """THEMIS Fig. 10's claims on the measured runs (and the project's targets for this run).
 
     >>> run = {"name": "mixed", "placement": "random", "jain_balance_sic": 0.99,
     ...        "jain_random": 0.8, "std_balance_sic": 0.01, "std_random": 0.07,
