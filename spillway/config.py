@@ -518,6 +518,30 @@ def _reject_unknown(where: str, data: Mapping[str, Any], cls: type) -> None:
         )
 
 
+def read_toml(path: str | Path, what: str) -> dict[str, Any]:
+    """The TOML table in ``path``; ``what`` names the file in errors.
+
+    Raises
+    ------
+    InputDataError
+        The file cannot be read or is not valid TOML (one line naming the file).
+
+    >>> read_toml("/nonexistent.toml", "federation file")
+    Traceback (most recent call last):
+    ...
+    spillway.errors.InputDataError: cannot read federation file '/nonexistent.toml': No such file or directory
+    """
+    p = Path(path)
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputDataError(f"cannot read {what} {str(p)!r}: {e.strerror or e}") from None
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise InputDataError(f"{what} {str(p)!r} is not valid TOML: {e}") from None
+
+
 def load_config(path: str | Path, **overrides: Any) -> NodeConfig:
     """Read a node config from a TOML file; ``overrides`` (not None) replace top-level keys.
 
@@ -528,19 +552,11 @@ def load_config(path: str | Path, **overrides: Any) -> NodeConfig:
     ConfigError
         A value breaks a rule (the message names it).
     """
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputDataError(f"cannot read config file {str(p)!r}: {e.strerror or e}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InputDataError(f"config file {str(p)!r} is not valid TOML: {e}") from None
+    data = read_toml(path, "config file")
     data.update({k: v for k, v in overrides.items() if v is not None})
     for q in data.get("query", data.get("queries", [])) or []:
         if isinstance(q, dict):  # a user query's function file is found beside the config
-            q["function"] = _beside(p, q.get("function"))
+            q["function"] = _beside(Path(path), q.get("function"))
     return NodeConfig.from_dict(data)
 
 

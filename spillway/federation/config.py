@@ -63,7 +63,6 @@ spillway.errors.ConfigError: queries[0].fragments[0].node must name a node of [[
 from __future__ import annotations
 
 import math
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -71,7 +70,8 @@ from typing import Any
 
 import numpy as np
 
-from spillway.errors import ConfigError, InputDataError
+from spillway.config import read_toml
+from spillway.errors import ConfigError
 from spillway.policies import POLICIES
 from spillway.quality.coordination import CoordinatorConfig, QueryLayout
 from spillway.quality.sic import StwConfig
@@ -400,16 +400,7 @@ def load_federation(path: str | Path) -> FederationConfig:
     ConfigError
         A value breaks a rule (the message names it).
     """
-    p = Path(path)
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputDataError(f"cannot read federation file {str(p)!r}: {e.strerror or e}") from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise InputDataError(f"federation file {str(p)!r} is not valid TOML: {e}") from None
-    return FederationConfig.from_dict(data)
+    return FederationConfig.from_dict(read_toml(path, "federation file"))
 
 
 __all__ = ["FederationConfig", "FragmentEntry", "QueryEntry", "load_federation"]
