@@ -391,15 +391,9 @@ class FederationConfig:
 
 
 def load_federation(path: str | Path) -> FederationConfig:
-    """Read a federation file.
-
-    Raises
-    ------
-    InputDataError
-        The file cannot be read or is not valid TOML.
-    ConfigError
-        A value breaks a rule (the message names it).
-    """
+    """Read a federation file: :class:`~spillway.errors.InputDataError` when it cannot be
+    read or is not TOML (:func:`spillway.config.read_toml`), ConfigError naming the value that
+    breaks a rule."""
     return FederationConfig.from_dict(read_toml(path, "federation file"))
 
 
