@@ -60,7 +60,7 @@ import math
 import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +71,7 @@ from spillway.experiments._spark_runs import check_positive
 from spillway.experiments.checks import Check, check, compare, counts, every, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.federation.config import FederationConfig
+from spillway.federation.cpu import check_cores, find_controller
 from spillway.progress import report
 from spillway.quality import jain_index
 from spillway.reporting import markdown_table, num
@@ -110,6 +111,14 @@ RATE_SOURCES: tuple[str, ...] = ("measured", "configured")
 #: run of 2026-11-27 20:08 UTC: node b 210,000 random, 526,000 uncoordinated), so the least
 #: level leaves that much room below the 90 % of :data:`MAX_KEPT`.
 LEVELS: tuple[float, float, float] = (4.0, 3.0, 2.5)
+#: Each node's CPU limit in cores (a cgroup quota, :mod:`spillway.federation.cpu`): three nodes
+#: take 1.5 of the machine's 2 cores, the broker, the coordinator and this process the rest.
+#: Unlimited, the nodes shared the cores as the kernel scheduled them and what one processed
+#: moved by 2x between runs while the three's total held (2026-11-27 23:05 UTC, quick
+#: calibration then uncoordinated then coordinated: node a 619,000 then 482,000 tuples/s, c
+#: 69,000 then 122,000, all three 1,175,000 then 1,111,000), so a node's capacity was not its
+#: own and each mode's Jain followed which node the scheduler favoured.
+NODE_CPU = 0.5
 #: The part of the least loaded node's input that is ``shared``'s (the same rate per source on
 #: every node); each node's local query has the rest of its input.
 SHARED_SHARE = 0.5
@@ -163,6 +172,9 @@ class SparkFederationConfig:
     latency_bound_stws : the p95 latency bound in STWs: a result later than this counts in
         the coordinator's Eq. 4 that many windows after its source time, so the nodes balance
         values older than the window they balance.
+    node_cpu : every node's CPU limit in cores (:data:`NODE_CPU`), so that each has a capacity
+        of its own as THEMIS's nodes do; None: the nodes share the machine's cores. Where this
+        process may not create cgroups the runs go unlimited and the report says so.
     seed : ``federation up --seed`` (node ``i`` gets ``seed + i``).
     kill_at_s, kill_down_s : the kill run crashes :data:`KILL_NODE` ``kill_at_s`` after every
         node is up and restarts it ``kill_down_s`` later (``federation up --kill``).
@@ -186,6 +198,7 @@ class SparkFederationConfig:
     slide_s: float = 0.25
     timeout_s: float = 3.0
     latency_bound_stws: float = 3.0
+    node_cpu: float | None = NODE_CPU
     seed: int = 0
     kill_at_s: float = 90.0
     kill_down_s: float = 30.0
@@ -201,6 +214,8 @@ class SparkFederationConfig:
         for name in ("duration_s", "warmup_s", "shared_rate", "latency_bound_stws", "kill_at_s",
                      "kill_down_s", "calibration_s", "probe_shared_rate"):  # fmt: skip
             check_positive(name, getattr(self, name))
+        if self.node_cpu is not None:
+            object.__setattr__(self, "node_cpu", check_cores(self.node_cpu, "node_cpu"))
         if not 0.0 < self.shared_share < 1.0:
             raise ConfigError(f"shared_share must be in (0, 1), got {self.shared_share!r}")
         if not self.kill_at_s + self.kill_down_s < self.duration_s:
@@ -354,7 +369,9 @@ def federation(
         "coordinator": {"stw_s": config.stw_s, "slide_s": config.slide_s,
                         "timeout_s": config.timeout_s,
                         "coordinated": mode in ("coordinated", KILL_MODE)},
-        "nodes": [{"name": n, "policy": policy} for n in NODES],
+        "nodes": [{"name": n, "policy": policy,
+                   **({} if config.node_cpu is None else {"cpu": config.node_cpu})}
+                  for n in NODES],
         "queries": [*local, shared],
     })  # fmt: skip
 
@@ -393,6 +410,9 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
 
     parser = argparse.ArgumentParser(prog="spillway")
     add_federation_command(parser.add_subparsers(dest="command"))
+    if config.node_cpu is not None and find_controller() is None:
+        report("spark-federation: no writable cgroup CPU controller, the nodes run unlimited")
+        config = replace(config, node_cpu=None)
 
     runs: list[dict[str, Any]] = []
     calibration: dict[str, Any] | None = None
@@ -447,7 +467,7 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
                     + ", ".join(f"{n} {x:,.0f}" for n, x in
                                 rates.node_loads(config.sources).items())
                 )  # fmt: skip
-            measured = {"runs": runs, "calibration": calibration,
+            measured = {"runs": runs, "calibration": calibration, "node_cpu": config.node_cpu,
                         "rates": {"source": config.rates, "local": list(rates.local),
                                   "shared": rates.shared}}  # fmt: skip
             for mode in config.modes:
@@ -864,7 +884,7 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
     return Analysis(
         values=summary,
         checks=cks,
-        setup=_setup(config, used, calibration),
+        setup=_setup(config, used, calibration, measured.get("node_cpu")),
         paper=_paper(values, cks, kv),
         notes=_notes(),
         tables={"query_sic.csv": rows, "nodes.csv": nodes, "timeline.csv": timeline},
@@ -919,7 +939,10 @@ def _rates_table(
 
 
 def _setup(
-    config: SparkFederationConfig, used: InputRates, calibration: Mapping[str, Any] | None
+    config: SparkFederationConfig,
+    used: InputRates,
+    calibration: Mapping[str, Any] | None,
+    node_cpu: float | None,
 ) -> str:
     a, b, c = used.local
     s = config.sources
@@ -943,7 +966,14 @@ def _setup(
     return (
         "Three nodes `a`, `b`, `c` started by `spillway federation up` (one Spark application "
         "each, `local[1]`, a trigger of 1 s), the query coordinator and a Kafka broker, all on "
-        "this machine's two cores. Queries (AVG over gaussian sources, "
+        "this machine's two cores, "
+        + (
+            "the nodes sharing them as the kernel schedules (no CPU limit). "
+            if node_cpu is None
+            else f"each node limited to {num(node_cpu)} cores (a cgroup CPU quota: a capacity "
+            "of its own, as separate machines have). "
+        )
+        + "Queries (AVG over gaussian sources, "
         f"{s} sources per fragment): `local-a`, `local-b`, `local-c` on one node each at "
         f"{num(a)}, {num(b)} and {num(c)} tuples/s per source; `shared` at "
         f"{num(used.shared)} tuples/s per source with a leaf on `a` and on `b` sending "

@@ -13,6 +13,7 @@ a consumer producing the query's result. The file names them::
     [[nodes]]
     name = "a"
     policy = "balance-sic" # the node's shedding policy (default balance-sic)
+    cpu = 0.5              # optional: the cores the node may use (a cgroup quota, see cpu.py)
 
     [[queries]]
     name = "avg"
@@ -72,6 +73,7 @@ import numpy as np
 
 from spillway.config import read_toml
 from spillway.errors import ConfigError
+from spillway.federation.cpu import check_cores
 from spillway.policies import POLICIES
 from spillway.quality.coordination import CoordinatorConfig, QueryLayout
 from spillway.quality.sic import StwConfig
@@ -190,6 +192,10 @@ class FederationConfig:
         each node balances its local SIC only (the coordinator still measures Eq. 4).
     policies : tuple of str
         Each node's shedding policy, in ``nodes`` order (empty: ``balance-sic`` everywhere).
+    cpus : tuple of float or None
+        Each node's CPU limit in cores, in ``nodes`` order (None: unlimited; empty: none
+        limited): ``federation up`` runs the node in a cgroup with that quota
+        (:mod:`spillway.federation.cpu`).
 
     Each query's Eq. 4 sums the STW ending at its watermark, where its results are complete:
     the nodes report their progress (:class:`~spillway.quality.coordination.SicCoordinator`,
@@ -210,6 +216,7 @@ class FederationConfig:
     timeout_s: float = 1.0
     coordinated: bool = True
     policies: tuple[str, ...] = ()
+    cpus: tuple[float | None, ...] = ()
     _layout: QueryLayout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -240,6 +247,13 @@ class FederationConfig:
                     f"nodes[{i}].policy must be one of {', '.join(sorted(POLICIES))}; got {p!r}"
                 )
         object.__setattr__(self, "policies", policies)
+        cpus = tuple(self.cpus) or (None,) * len(nodes)
+        if len(cpus) != len(nodes):
+            raise ConfigError(f"cpus must give one limit per node ({len(nodes)}), got {len(cpus)}")
+        cpus = tuple(
+            None if c is None else check_cores(c, f"nodes[{i}].cpu") for i, c in enumerate(cpus)
+        )
+        object.__setattr__(self, "cpus", cpus)
         for qi, q in enumerate(self.queries):
             for fi, f in enumerate(q.fragments):
                 if f.node not in nodes:
@@ -293,6 +307,10 @@ class FederationConfig:
         file order)."""
         return self._layout
 
+    def cpu_of(self, node: str) -> float | None:
+        """The CPU limit of node ``node`` in cores (None: unlimited)."""
+        return self.cpus[self.node_index(node)]
+
     def policy_of(self, node: str) -> str:
         """The shedding policy of node ``node`` (:meth:`node_index` refuses an unknown one)."""
         return self.policies[self.node_index(node)]
@@ -333,13 +351,16 @@ class FederationConfig:
             )
         nodes = []
         policies = []
+        cpus = []
         for i, n in enumerate(_tables(data.get("nodes"), "nodes")):
-            if "name" not in n or not set(n) <= {"name", "policy"}:
+            if "name" not in n or not set(n) <= {"name", "policy", "cpu"}:
                 raise ConfigError(
-                    f"nodes[{i}] must have the key 'name' and may have 'policy', got {sorted(n)}"
+                    f"nodes[{i}] must have the key 'name' and may have 'policy' and 'cpu', got "
+                    f"{sorted(n)}"
                 )
             nodes.append(n["name"])
             policies.append(n.get("policy", DEFAULT_POLICY))
+            cpus.append(n.get("cpu"))
         queries = []
         for qi, q in enumerate(_tables(data.get("queries"), "queries")):
             _unknown(f"queries[{qi}]", q, QueryEntry)
@@ -360,7 +381,8 @@ class FederationConfig:
                 )
             shape = {k: q[k] for k in ("kind", "feed", "rate") if k in q}
             queries.append(QueryEntry(name=q.get("name"), fragments=tuple(frags), **shape))  # type: ignore[arg-type]
-        return cls(nodes=tuple(nodes), queries=tuple(queries), policies=tuple(policies), **coord)
+        return cls(nodes=tuple(nodes), queries=tuple(queries), policies=tuple(policies),
+                   cpus=tuple(cpus), **coord)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML tables as a dict (:meth:`from_dict` round-trips it)."""
@@ -372,7 +394,8 @@ class FederationConfig:
                 "coordinated": self.coordinated,
             },
             "nodes": [
-                {"name": n, "policy": p} for n, p in zip(self.nodes, self.policies, strict=True)
+                {"name": n, "policy": p, **({} if c is None else {"cpu": c})}
+                for n, p, c in zip(self.nodes, self.policies, self.cpus, strict=True)
             ],
             "queries": [
                 {

@@ -64,6 +64,7 @@ from spillway.errors import ConfigError, ControlChannelError, RunFailedError
 from spillway.federation.board import FederationView, federation_view, render
 from spillway.federation.client import CoordinatorClient
 from spillway.federation.config import FederationConfig, load_federation
+from spillway.federation.cpu import CpuController, find_controller, limited_argv
 from spillway.federation.kill import KillRecord, parse_kill
 from spillway.federation.placement import LINK_PREFIX, all_topics
 from spillway.federation.update import NodeUpdate
@@ -228,12 +229,18 @@ class _Children:
         logs.mkdir(parents=True, exist_ok=True)
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
         self.argv: dict[str, list[str]] = {}
+        #: Per child name, the cgroup it runs in (a CPU limit: :mod:`spillway.federation.cpu`).
+        self.groups: dict[str, Path] = {}
 
     def start(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
-        """Start ``spillway ARGV`` as ``name`` (its output appended to ``LOGS/name.log``)."""
+        """Start ``spillway ARGV`` as ``name`` (its output appended to ``LOGS/name.log``), in
+        its cgroup when :attr:`groups` names one (a restart goes back into it)."""
+        cmd = [sys.executable, "-m", "spillway.cli", *argv]
+        if name in self.groups:
+            cmd = limited_argv(cmd, self.groups[name] / "cgroup.procs")
         with open(self.logs / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "spillway.cli", *argv],
+                cmd,
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True,
             )  # fmt: skip
@@ -282,6 +289,22 @@ def _write_history(path: Path, node: Any) -> None:
             json.dumps(json_safe({"plan": plan, "batches": node.controller.batches(plan)}))
         )
     replace_text(path, "\n".join(lines) + "\n")
+
+
+def _cpu_controller(fed: FederationConfig) -> CpuController | None:
+    """The cgroup CPU controller the nodes' limits go in (None: no node is limited); a
+    limit this process cannot set is refused, not ignored."""
+    if all(c is None for c in fed.cpus):
+        return None
+    controller = find_controller()
+    if controller is None:
+        limited = ", ".join(n for n, c in zip(fed.nodes, fed.cpus, strict=True) if c is not None)
+        raise ConfigError(
+            f"nodes {limited} set cpu, which needs a writable cgroup CPU controller (root, or "
+            "a delegated cgroup v2 subtree with cpu enabled); none found under /sys/fs/cgroup: "
+            "run as a user who may create cgroups, or remove cpu from [[nodes]]"
+        )
+    return controller
 
 
 def _group_alive(pgid: int) -> bool:
@@ -490,6 +513,7 @@ def write_report(
         p95 = node_p95(st)
         nodes[n] = {
             "policy": fed.policy_of(n),
+            "cpu_cores": fed.cpu_of(n),  # its CPU limit (None: it shared the machine's cores)
             "state": view.nodes.get(n),
             "lost": n in view.lost_nodes,
             "result_rows": rows,
@@ -540,15 +564,16 @@ def write_report(
         render(view),
         "```",
         "",
-        "| node | state | result rows | SIC its fragments' own sources add over an STW | "
-        "link rows in | reports | heartbeats |",
-        "|---|---|---|---|---|---|---|",
+        "| node | state | CPU (cores) | result rows | SIC its fragments' own sources add over "
+        "an STW | link rows in | reports | heartbeats |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for n, d in nodes.items():
         frag = ", ".join(f"{f} {s:.3f}" for f, s in d["sources_sic"].items()) or "-"
         state = "lost" if d["lost"] else d["state"]
+        cpu = "shared" if d["cpu_cores"] is None else f"{d['cpu_cores']:g}"
         lines.append(
-            f"| {n} | {state} | {d['result_rows']} | {frag} | {d['link_rows_in']} | "
+            f"| {n} | {state} | {cpu} | {d['result_rows']} | {frag} | {d['link_rows_in']} | "
             f"{d['reports']} | {d['heartbeats']} |"
         )
     k = meta.get("kill")
@@ -639,6 +664,7 @@ def cmd_up(args: argparse.Namespace) -> int:
             f"--out {str(out)!r} holds a coordinator state file: a run may be going on there; "
             "pick another folder or remove it"
         )
+    controller = _cpu_controller(fed)  # a limit that cannot be set stops here
     data_dir = (args.kafka_dir or brokers.default_data_dir()).expanduser().absolute()
     boards, server = _dashboard(fed, args) if ui else (None, None)
     try:
@@ -669,6 +695,13 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         for t, parts in topics.items():
             create_topic(conn, t, partitions=parts)
+        if controller is not None:
+            tag = f"spillway-{os.getpid()}-{prefix.rsplit('-', 1)[-1]}"
+            children.groups = {
+                n: controller.make_group(f"{tag}-{n}", c)
+                for n, c in zip(fed.nodes, fed.cpus, strict=True)
+                if c is not None
+            }
         coord = children.start("coordinator", ["coordinator", fed_path, "--state", str(state_file)])
         _wait_for(state_file, coord, "the coordinator", out / "logs" / "coordinator.log")
         for n in fed.nodes:
@@ -752,6 +785,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         for c in clients.values():
             c.close()
         children.stop(list(children.procs), STOP_TIMEOUT_S)
+        for group in children.groups.values():
+            CpuController.remove_group(group)
         state_file.unlink(missing_ok=True)
         with contextlib.suppress(Exception):
             delete_topics(conn, list(topics))

@@ -246,9 +246,14 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
 
     monkeypatch.setattr(up, "cmd_up", fake_up)
     monkeypatch.setattr(spillway.testing, "running_broker", broker)
+    monkeypatch.setattr(sf, "find_controller", lambda: object())  # cgroups may be made
     cfg = replace(sf.make_config(quick=True), runs_dir=str(tmp_path))
     got = sf.measure(cfg)
     assert [r["mode"] for r in got["runs"]] == list(sf.RUNS)
+    # every node of every run limited to its own cores, and the record says so
+    assert got["node_cpu"] == sf.NODE_CPU
+    for m in (sf.CALIBRATION, *sf.RUNS):
+        assert _load(tmp_path / f"{m}.toml").cpus == (sf.NODE_CPU,) * 3
     assert [seen[m].kill for m in sf.RUNS] == [None, None, None, "c@40+10"]
     # the calibration ran first, as long as a mode, the random federation at the probe rates
     assert seen[sf.CALIBRATION].duration == 110.0
@@ -342,3 +347,22 @@ def test_configured_rates_are_an_option_labelled_in_the_report(
     cks = sf.checks(cfg, {}, bad)
     over = {c.name: c for c in cks}["every_node_overloaded"]
     assert over.verdict == "fail" and "calibration/b" in over.why
+
+
+def test_without_cgroups_the_nodes_run_unlimited_and_the_report_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cfg = replace(sf.make_config(quick=True), rates="configured", modes=("random",),
+                  runs_dir=str(tmp_path))  # fmt: skip
+    monkeypatch.setattr(sf, "find_controller", lambda: None)
+    seen: list[sf.SparkFederationConfig] = []
+    monkeypatch.setattr(sf, "federation", lambda c, *a: seen.append(c) or (_ for _ in ()).throw(
+        RuntimeError("stop here")))  # fmt: skip
+    with pytest.raises(RuntimeError, match="stop here"):
+        sf.measure(cfg)
+    assert [c.node_cpu for c in seen] == [None]  # the federation files set no cpu
+    used = sf.configured_rates(cfg)
+    assert "no CPU limit" in sf._setup(cfg, used, None, None)
+    assert "limited to 0.5 cores" in sf._setup(cfg, used, None, 0.5)
+    with pytest.raises(ConfigError, match="node_cpu must be a number of cores > 0"):
+        replace(cfg, node_cpu=0.0)

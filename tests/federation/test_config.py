@@ -77,6 +77,14 @@ def test_a_node_names_its_policy_and_coordination_can_be_switched_off() -> None:
             "nodes\\[0\\] must have the key 'name' and may have 'policy'",
         ),
         (
+            _fed(nodes=[{"name": "a", "cpu": 0}, {"name": "b"}]),
+            r"nodes\[0\].cpu must be a number of cores > 0 \(e.g. 0.5\), got 0",
+        ),
+        (
+            _fed(nodes=[{"name": "a"}, {"name": "b", "cpu": "half"}]),
+            r"nodes\[1\].cpu must be a number of cores > 0",
+        ),
+        (
             _fed(nodes=[{"name": "a", "policy": "fifo"}, {"name": "b"}]),
             r"nodes\[0\].policy must be one of balance-sic, cod, dilos, random, uniform; got 'fifo'",
         ),
@@ -206,3 +214,14 @@ def test_unreadable_or_invalid_files_are_input_errors(tmp_path: Path) -> None:
     bad.write_text("[[nodes]\n")
     with pytest.raises(InputDataError, match="is not valid TOML"):
         load_federation(bad)
+
+
+def test_a_nodes_cpu_limit_is_read_and_round_trips() -> None:
+    fed = FederationConfig.from_dict(_fed(nodes=[{"name": "a", "cpu": 0.5}, {"name": "b"}]))
+    assert fed.cpus == (0.5, None)
+    assert (fed.cpu_of("a"), fed.cpu_of("b")) == (0.5, None)
+    assert FederationConfig.from_dict(fed.to_dict()) == fed
+    assert fed.to_dict()["nodes"] == [
+        {"name": "a", "policy": "balance-sic", "cpu": 0.5},
+        {"name": "b", "policy": "balance-sic"},
+    ]

@@ -92,6 +92,24 @@ def test_other_bad_options_are_refused_before_anything_starts(tmp_path: Path) ->
         _up(str(EXAMPLE), "--out", str(tmp_path / "busy"), "--kafka-dir", str(tmp_path / "k"))
 
 
+def test_a_cpu_limit_that_cannot_be_set_is_refused_before_anything_starts(
+    tmp_path: Path, monkeypatch, capsys
+) -> None:
+    from spillway.federation import up
+    from spillway.kafka.broker import read_state
+
+    limited = tmp_path / "fed.toml"
+    limited.write_text(EXAMPLE.read_text().replace('name = "b"', 'name = "b"\ncpu = 0.5', 1))
+    assert "cpu = 0.5" in limited.read_text()
+    monkeypatch.setattr(up, "find_controller", lambda: None)  # a machine without cgroups
+    argv = [str(limited), "--out", str(tmp_path / "out"), "--kafka-dir", str(tmp_path / "k")]
+    with pytest.raises(ConfigError, match="nodes b set cpu, which needs a writable cgroup"):
+        _up(*argv)
+    assert main(["federation", "up", *argv]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+    assert read_state(tmp_path / "k") is None  # no broker was started
+
+
 README_UP = "spillway federation up spillway/examples/federation.toml --duration 60 --out runs/fed"
 
 
