@@ -34,7 +34,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from spillway.errors import ConfigError
+from spillway.errors import ConfigError, RunFailedError
 
 #: The CFS period the quotas are written for (µs): the kernel's default.
 PERIOD_US = 100_000
@@ -80,14 +80,25 @@ class CpuController:
     version: int
 
     def make_group(self, name: str, cores: float) -> Path:
-        """Create (or reuse) the group ``name`` limited to ``cores``; its folder."""
+        """Create (or reuse) the group ``name`` limited to ``cores``; its folder.
+
+        Raises
+        ------
+        RunFailedError
+            The kernel refused the group or its quota (one line, naming the file).
+        """
         group = self.root / name
-        group.mkdir(exist_ok=True)
-        if self.version == 2:
-            (group / "cpu.max").write_text(quota_text(cores, version=2))
-        else:
-            (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-            (group / "cpu.cfs_quota_us").write_text(quota_text(cores, version=1))
+        try:
+            group.mkdir(exist_ok=True)
+            if self.version == 2:
+                (group / "cpu.max").write_text(quota_text(cores, version=2))
+            else:
+                (group / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+                (group / "cpu.cfs_quota_us").write_text(quota_text(cores, version=1))
+        except OSError as e:
+            raise RunFailedError(
+                f"cannot limit {name} to {cores:g} cores in {str(group)!r}: {e.strerror or e}"
+            ) from None
         return group
 
     @staticmethod

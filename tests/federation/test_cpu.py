@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from spillway.errors import RunFailedError
 from spillway.federation.cpu import CpuController, find_controller, limited_argv
 
 
@@ -41,6 +42,12 @@ def test_a_group_gets_the_quota_of_its_cores(tmp_path: Path, version: int, files
     group = CpuController(tmp_path, version).make_group("spillway-1-a", 0.5)
     assert group == tmp_path / "spillway-1-a"
     assert {f: (group / f).read_text() for f in files} == files
+
+
+def test_a_group_the_kernel_refuses_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "spillway-1-a").write_text("")  # a file where the group's folder would go
+    with pytest.raises(RunFailedError, match="cannot limit spillway-1-a to 0.5 cores in"):
+        CpuController(tmp_path, 1).make_group("spillway-1-a", 0.5)
 
 
 def test_the_limited_command_enters_the_group_before_it_runs(tmp_path: Path) -> None:
