@@ -55,6 +55,12 @@ class RunFailedError(SpillwayError):
     failed) and exits with code 1."""
 
 
+class BatchStoppedError(SpillwayError):
+    """A micro-batch's Spark job was cancelled by its streaming query's stop; raised inside the
+    batch in a few lines so that Spark ends the query as stopped
+    (:mod:`spillway.spark.batch_stop`)."""
+
+
 class MissingAssetError(SpillwayError):
     """A file the set-up installs is missing (the dashboard's chart library, bundled by
     ``make setup``); the message names the file and the command that installs it."""

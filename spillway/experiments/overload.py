@@ -80,6 +80,7 @@ from spillway.experiments.framework import Analysis, Experiment, Figure
 from spillway.progress import report
 from spillway.reporting import markdown_table, num
 from spillway.run_report import LATENCY_TRIGGERS
+from spillway.spark.batch_stop import stop_safe
 from spillway.workloads import GROUPED_FEEDS
 
 #: One line for ``spillway experiment --help``.
@@ -505,7 +506,7 @@ def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> 
     )  # fmt: skip
     producers = _producers(conn, topics, rate, cfg.seed)
     query = (
-        rows.writeStream.foreachBatch(sink)
+        rows.writeStream.foreachBatch(stop_safe(sink, "the plain Spark query"))
         .option("checkpointLocation", ckpt).trigger(processingTime=window).start()
     )  # fmt: skip
     try:

@@ -32,6 +32,7 @@ from spillway.errors import ConfigError
 from spillway.federation.link import LinkWriter
 from spillway.federation.placement import LinkIn, LinkOut
 from spillway.kafka.connection import KafkaConnection
+from spillway.spark.batch_stop import stop_safe
 
 #: The parsed columns of a link record's value (those of ``LINK_COLUMNS``).
 LINK_SCHEMA = "query_id BIGINT, window_start DOUBLE, sic DOUBLE"
@@ -158,8 +159,9 @@ def start_relay(
     def run(df: Any, batch_id: int) -> None:
         sink(merge_windows(df), batch_id)
 
+    batches = stop_safe(run, f"relay {link.fragment!r}")
     return (
-        link_stream(spark, conn, link).writeStream.foreachBatch(run)
+        link_stream(spark, conn, link).writeStream.foreachBatch(batches)
         .option("checkpointLocation", checkpoint).trigger(**trigger)
         .queryName(f"relay:{link.fragment}").start()
     )  # fmt: skip

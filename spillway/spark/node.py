@@ -114,6 +114,7 @@ from spillway.policies.base import Policy
 from spillway.progress import report
 from spillway.quality import jain_index
 from spillway.sinks import Sink, make_sink
+from spillway.spark.batch_stop import stop_safe
 from spillway.spark.channel import ControlServer
 from spillway.spark.controller import ControllerConfig, NodeController, PlanQuery, PlanSpec
 from spillway.spark.coordinator import QueryCoordinator
@@ -640,7 +641,7 @@ class Node:
         stream = observe_source(stream, [q.name for q in self.config.queries])
         self._queries[plan] = (
             stream.writeStream.queryName(self._query_names[plan])
-            .foreachBatch(run_batch)
+            .foreachBatch(stop_safe(run_batch, f"plan {plan!r}"))
             .option("checkpointLocation", self._checkpoints[plan])
             .trigger(processingTime=f"{self.config.trigger_s} seconds")
             .start()

@@ -9,6 +9,7 @@ identical results, SIC and decisions.
 
 from __future__ import annotations
 
+import threading
 import time
 
 import numpy as np
@@ -54,14 +55,18 @@ def _done(node):
     return {b for p, b in node.store.batches() if p == "avg"} >= set(range(N_BATCHES))
 
 
-def _run(spark, checkpoint_dir, on_batch=None, restart=False):
-    node = Node(
+def _node(spark, checkpoint_dir, on_batch=None):
+    return Node(
         _config(checkpoint_dir),
         spark=spark,
         clock="logical",
         capacity_tuples_per_s=400,
         on_batch=on_batch,
     )
+
+
+def _run(spark, checkpoint_dir, on_batch=None, restart=False):
+    node = _node(spark, checkpoint_dir, on_batch)
     node.start()
     try:
         if restart:
@@ -106,6 +111,38 @@ def test_restart_inside_batch_2_replays_identical_results_and_sic(spark, tmp_pat
     np.testing.assert_array_equal(sic, sic_replayed)  # NaN (nothing processed yet) included
     # Shedding really happened: 600 tuples arrive per 0.5 s interval, 200 fit.
     assert all(r.admitted_tuples <= 200 < r.arrived_tuples for r in clean_hist)
+
+
+@pytest.mark.spark
+def test_a_query_stopped_inside_a_spark_job_stops_cleanly_and_replays_the_batch(spark, tmp_path):
+    """Stopping a query while its batch runs a Spark job cancels the job. Spark must see that as
+    the stop (status "Stopped", no exception), not die of a StackOverflowError in its check of
+    the batch's long error text (docs/design.md, Known limits), and the restarted query replays
+    the batch exactly once."""
+    running = threading.Event()
+
+    def slow_once(plan, batch_id):
+        if batch_id == 2 and not running.is_set():
+            running.set()  # a job of minutes, in the stream thread's job group: the stop cancels it
+            spark.range(0, 1 << 40, numPartitions=2).selectExpr("max(id)").collect()
+
+    node = _node(spark, tmp_path, slow_once)
+    node.start()
+    try:
+        assert running.wait(60)
+        time.sleep(1.0)  # the job's tasks run
+        (q,) = [q for q in spark.streams.active if q.name.endswith(f"-{id(node):x}")]
+        node.restart_plan("avg")
+        assert (q.isActive, q.exception(), q.status["message"]) == (False, None, "Stopped")
+        _wait(node, "avg", lambda: _done(node))
+        assert node.query_error("avg") is None
+        results = node.results()
+    finally:
+        node.stop()
+    batches = results.merge(node.store.to_pandas()[["batch_id"]], left_index=True, right_index=True)
+    batches = batches[batches.batch_id < N_BATCHES]
+    assert len(batches) == 3 * N_BATCHES  # batch 2 replayed once: one result per query and window
+    assert not batches.duplicated(["query", "window_start"]).any()
 
 
 class _Node:
