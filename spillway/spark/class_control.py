@@ -126,6 +126,23 @@ SHARED_BATCHES = (
 )
 
 
+def latency_order(p95s: Sequence[float]) -> str:
+    """Whether every class's p95 latency (class 1 first) is below the next lower class's: the
+    verdict of "a higher class has lower latency" where the classes run in separate
+    micro-batches (one plan per class, FAIR pools).
+
+    >>> latency_order([1.5, 2.0, 4.25])
+    'yes: p95 1.5 < 2 < 4.25 s'
+    >>> latency_order([2.5, 2.0, math.nan])
+    'no: p95 2.5, 2, nan s (class 1 not below class 2)'
+    """
+    text = ", ".join(f"{x:.3g}" for x in p95s)
+    for c in range(len(p95s) - 1):
+        if not p95s[c] < p95s[c + 1]:
+            return f"no: p95 {text} s (class {c + 1} not below class {c + 2})"
+    return "yes: p95 " + " < ".join(f"{x:.3g}" for x in p95s) + " s"
+
+
 def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
     """The smallest value whose cumulative weight reaches ``q`` of the total (NaN when empty).
 
@@ -274,9 +291,20 @@ class ClassControlConfig:
 
 class ClassControl:
     """The classes' load managers with their state, fed what the node measured (not
-    thread-safe: the controller calls it under its lock)."""
+    thread-safe: the controller calls it under its lock).
 
-    def __init__(self, config: ClassControlConfig, *, trigger_s: float, n_queries: int) -> None:
+    ``shared_batches``: whether classes share micro-batches (lanes of one plan, the default)
+    or each class runs its own plan (FAIR pools), where :meth:`summary` compares the classes'
+    latencies (:func:`latency_order`)."""
+
+    def __init__(
+        self,
+        config: ClassControlConfig,
+        *,
+        trigger_s: float,
+        n_queries: int,
+        shared_batches: bool = True,
+    ) -> None:
         check_number("trigger_s", trigger_s, low=0, low_ok=False)
         if n_queries != len(config.query_class):
             raise ConfigError(
@@ -285,6 +313,7 @@ class ClassControl:
             )
         self.config = config
         self.trigger_s = float(trigger_s)
+        self.shared_batches = bool(shared_batches)
         #: Each query's class index (0 = class 1).
         self.query_index = np.asarray(config.query_class, dtype=np.int64) - 1
         self._cfg = (
@@ -497,7 +526,8 @@ class ClassControl:
         verdict."""
         t0 = self.records[0]["t"] if self.records else 0.0
         out: dict[str, Any] = {}
-        for c in range(self.config.n_classes):
+        n_c = self.config.n_classes
+        for c in range(n_c):
             every = self.responses[c]
             resp = [x for x in every if x[0] - t0 >= steady_s] or every
             vals, rows = [r for _, r, _ in resp], [n for _, _, n in resp]
@@ -524,6 +554,10 @@ class ClassControl:
             "dilos": self.config.dilos,
             "trigger_s": self.trigger_s,
             "classes": out,
-            "latency_order": SHARED_BATCHES,
+            "latency_order": (
+                SHARED_BATCHES
+                if self.shared_batches
+                else latency_order([out[str(c + 1)]["latency_p95_s"] for c in range(n_c)])
+            ),
             "latency_after_s": steady_s,
         }
