@@ -50,8 +50,10 @@ ranges; the ranges themselves are not in the thesis, see :mod:`spillway.feeds.in
 "no synergy" (``separate``) and "DILoS without sharing" (``dilos``) run; "with sharing" is not
 reproduced (above).
 
-Other departures, stated in every report: the classes are lanes of one Spark plan and share
-micro-batches, so "a higher class has lower latency" is not applicable, and with nothing shed
+Other departures, stated in every report: by default the classes are lanes of one Spark plan
+and share micro-batches, so "a higher class has lower latency" is not applicable; with
+``class_plans`` naming ``pools`` every configuration also runs with one plan per class in FAIR
+scheduler pools weighted 6/3/1 (runs named ``...-pools``), where it is checked. With nothing shed
 no scheduler holds class 3 back: Pham's "no load manager" class-3 response time (117 s, CQC
 giving class 3 what classes 1 and 2 leave) has no counterpart, so that comparison is not
 applicable either; what is checked instead is the premise, that the load is above the
@@ -655,6 +657,11 @@ def _latency_order(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
     ]  # fmt: skip
 
 
+def _run_label(r: Mapping[str, Any]) -> str:
+    """A run's manager, and its class plans unless lanes: ``aurora``, ``aurora pools``."""
+    return r["manager"] + _plans_text(r.get("plans", "lanes"))
+
+
 def _paper_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Per (input, configuration) of the thesis, its class losses beside the measured ones
     (every manager), and the rows Pham has that do not run here."""
@@ -662,11 +669,11 @@ def _paper_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for (inp, name), paper in PAPER.items():
         mine = [r for r in runs if r["config"] == name and r.get("input", "SD_c") == inp]
         measured = "; ".join(
-            f"{r['manager']}: " + " / ".join(num(100 * r["class_loss"][str(c)]) for c in (1, 2, 3))
+            f"{_run_label(r)}: " + " / ".join(num(100 * r["class_loss"][str(c)]) for c in (1, 2, 3))
             for r in mine
         )
         p95 = "; ".join(
-            f"{r['manager']}: "
+            f"{_run_label(r)}: "
             + " / ".join(num(r["class_latency_p95_s"][str(c)]) for c in (1, 2, 3))
             for r in mine
         )

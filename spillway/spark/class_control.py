@@ -52,17 +52,28 @@ measured the same way per class (only who decides the drops differs):
   "common load manager", the state of the art that ignores the scheduler's priorities);
 - ``none``: no load manager, nothing shed (Pham's "no load manager").
 
-Why class lanes in one plan
----------------------------
-Every class's lanes run in the node's one Spark plan (one micro-batch per interval). A Spark
-plan is a single job, so the capacity split cannot come from a scheduler inside the batch; it
-comes from each class's admitted work, which its manager keeps within its capacity share. One
-plan keeps one fixed micro-batch overhead per interval (0.3-1 s on ``local[2]``), where one
-streaming query per class in FAIR scheduler pools would pay it three times on two cores. The
-FAIR-pools alternative was not built nor measured. Consequence: the classes share
-micro-batches, so their results come at the same time and a class's latency differs from
-another's only by when its rows arrived; a "higher class has lower latency" comparison is not
-applicable here (:meth:`ClassControl.summary` says so).
+Lanes or pools (``NodeConfig.class_plans``)
+-------------------------------------------
+By default (``lanes``) every class's lanes run in the node's one Spark plan (one micro-batch
+per interval). A Spark plan is a single job, so the capacity split cannot come from a
+scheduler inside the batch; it comes from each class's admitted work, which its manager keeps
+within its capacity share. The classes then share micro-batches: their results come at the
+same time and a class's latency differs from another's only by when its rows arrived, so "a
+higher class has lower latency" is not applicable (:meth:`ClassControl.summary` says so).
+
+With ``pools`` each class runs its own plan (streaming query) in a Spark FAIR scheduler pool
+weighted by its class (:mod:`spillway.spark.pools`): separate micro-batches, each paying its
+own fixed cost, which the controller charges wholly to its class (the per-class load above);
+:meth:`ClassControl.summary` then compares the classes' p95 latencies (:func:`latency_order`).
+Measured on ``local[2]`` (``dilos`` experiment, quick, SD_c at 2x the calibrated capacity,
+Aurora, H = 0.8, seeds 0 and 1; docs/design.md "Lanes or pools"): the fitted fixed cost was
+0.23-0.35 s per interval for the one plan and 0.43-0.56 s for EACH class plan, so class 1's and
+2's loads (0.63-0.70 and 0.58-0.62 executor-s/s) exceeded their shares (0.48, 0.24) although
+their arrivals were 0.54 of them: they lost 24-31 % and 58-61 % where lanes lost nothing, DILoS
+had nothing to lend (class 3: 93-94 % lost, lanes 48-49 %), and the pool weights did not order
+the latencies (p95 1.26-1.48 s, class 1 never lowest): a batch's time is mostly its fixed
+cost, much of it driver-side (planning, the control channel, the Python sink), which the FAIR
+scheduler does not schedule. Every class's p95 stayed within its D (3, 4, 5 s) either way. Lanes stay the default.
 
 Examples
 --------
