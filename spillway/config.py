@@ -49,6 +49,10 @@ DEFAULT_SOURCES: dict[str, int] = {
 #: (:mod:`spillway.spark.user`).
 USER_KIND = "user"
 
+#: How a node's priority classes run on Spark (``NodeConfig.class_plans``): as lanes of one
+#: plan, or one plan per class in FAIR scheduler pools.
+CLASS_PLANS = ("lanes", "pools")
+
 
 #: A function named in a config: ``module.path:attr`` or ``some/file.py:attr``.
 _FUNCTION_REF = re.compile(r"[^:\s]+:[A-Za-z_][A-Za-z0-9_.]*")
@@ -298,6 +302,18 @@ class NodeConfig:
         class), ``common`` (one manager for the node, the same drop for every class) or
         ``none`` (nothing shed), Pham Table 8's configurations; ``common`` and ``none`` need
         ``class_redistribution = false``.
+    class_plans : how the priority classes run on Spark (one of :data:`CLASS_PLANS`; only with
+        the ``dilos`` policy): ``lanes`` (default), every class as lanes of the node's one
+        plan (one streaming query, one fixed micro-batch cost per interval); ``pools``, one
+        plan (streaming query) per class, each in its own Spark FAIR scheduler pool weighted
+        by ``class_weights`` (:mod:`spillway.spark.pools`; docs/design.md, "Priority classes
+        on the Spark node").
+
+    >>> q = QuerySpec(name="q", kind="avg", feed="gaussian", priority_class=1)
+    >>> NodeConfig(queries=(q,), policy="dilos", load_manager="aurora", class_plans="pool")
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: class_plans must be one of lanes, pools, got 'pool'
     """
 
     queries: tuple[QuerySpec, ...]
@@ -319,6 +335,7 @@ class NodeConfig:
     class_redistribution: bool = True
     class_crc_cycles: int = 10
     class_layout: str = "per-class"
+    class_plans: str = "lanes"
 
     def __post_init__(self) -> None:
         qs = tuple(self.queries)
@@ -377,6 +394,15 @@ class NodeConfig:
                 "(aurora, ctrl, seamless or aloma)"
             )
         self.class_control()  # bad classes, weights or targets fail now
+        if self.class_plans not in CLASS_PLANS:
+            raise ConfigError(
+                f"class_plans must be one of {', '.join(CLASS_PLANS)}, got {self.class_plans!r}"
+            )
+        if self.class_plans != "lanes" and self.policy != "dilos":
+            raise ConfigError(
+                f"class_plans {self.class_plans!r} runs priority classes, which need policy = "
+                f'"dilos" (the policy is {self.policy!r}): set class_plans = "lanes"'
+            )
 
     def class_control(self) -> Any:
         """The :class:`~spillway.spark.class_control.ClassControlConfig` of the ``dilos``

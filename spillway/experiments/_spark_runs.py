@@ -29,9 +29,11 @@ Examples
 from __future__ import annotations
 
 import math
+import shutil
+import tempfile
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -230,14 +232,30 @@ def measured_overload(run: LevelRun, *, from_s: float) -> dict[str, float]:
     }
 
 
-def experiment_spark(master: str = "local[2]", app_name: str = "spillway-experiment") -> Any:
-    """A SparkSession for experiments (spillway's settings, :func:`configure_spark`)."""
+def experiment_spark(
+    master: str = "local[2]",
+    app_name: str = "spillway-experiment",
+    class_weights: Sequence[int] | None = None,
+) -> Any:
+    """A SparkSession for experiments (spillway's settings, :func:`configure_spark`); with
+    ``class_weights``, in FAIR mode with a pool per priority class weighted by them
+    (:mod:`spillway.spark.pools`: nodes with ``class_plans = "pools"`` run in it; a node of
+    one plan runs in the default pool, as it would without FAIR mode)."""
     from pyspark.sql import SparkSession
 
+    from spillway.spark.pools import configure_pools
     from spillway.spark.session import configure_spark
 
     builder = SparkSession.builder.master(master).appName(app_name)
-    spark = configure_spark(builder, local=master.startswith("local")).getOrCreate()
+    builder = configure_spark(builder, local=master.startswith("local"))
+    if class_weights is None:
+        spark = builder.getOrCreate()
+    else:
+        folder = tempfile.mkdtemp(prefix="spillway-pools-")
+        try:  # the allocation file is read when the context starts
+            spark = configure_pools(builder, class_weights, folder).getOrCreate()
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
     # Overloaded runs fall behind on purpose: Spark's per-batch warnings would flood the console.
     spark.sparkContext.setLogLevel("ERROR")
     return spark

@@ -50,8 +50,10 @@ ranges; the ranges themselves are not in the thesis, see :mod:`spillway.feeds.in
 "no synergy" (``separate``) and "DILoS without sharing" (``dilos``) run; "with sharing" is not
 reproduced (above).
 
-Other departures, stated in every report: the classes are lanes of one Spark plan and share
-micro-batches, so "a higher class has lower latency" is not applicable, and with nothing shed
+Other departures, stated in every report: by default the classes are lanes of one Spark plan
+and share micro-batches, so "a higher class has lower latency" is not applicable; with
+``class_plans`` naming ``pools`` every configuration also runs with one plan per class in FAIR
+scheduler pools weighted 6/3/1 (runs named ``...-pools``), where it is checked. With nothing shed
 no scheduler holds class 3 back: Pham's "no load manager" class-3 response time (117 s, CQC
 giving class 3 what classes 1 and 2 leave) has no counterpart, so that comparison is not
 applicable either; what is checked instead is the premise, that the load is above the
@@ -82,7 +84,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from spillway.config import NodeConfig, QuerySpec
+from spillway.config import CLASS_PLANS, NodeConfig, QuerySpec
 from spillway.control.dilos import original_shares
 from spillway.control.load_manager import check_number
 from spillway.errors import ConfigError
@@ -210,6 +212,10 @@ class DilosExperimentConfig:
     warmup_s : leading seconds left out.
     rate : the queries' total rate before scaling (tuples/s).
     seed : the node seed (the SD_p rates are a function of it).
+    class_plans : how the classes run on Spark, each a ``NodeConfig.class_plans`` value
+        (``lanes``: lanes of one plan; ``pools``: a plan per class in FAIR scheduler pools
+        weighted 6/3/1); every configuration runs once per entry, in one session (FAIR, with
+        the classes' pools, when ``pools`` is named), at the rate the first run calibrated.
     """
 
     configs: tuple[str, ...] = ("none", "common", "separate", "dilos")
@@ -225,9 +231,10 @@ class DilosExperimentConfig:
     warmup_s: float = 20.0
     rate: float = 3000.0
     seed: int = 0
+    class_plans: tuple[str, ...] = ("lanes",)
 
     def __post_init__(self) -> None:
-        for name in ("configs", "pareto_configs", "managers", "class_rates"):
+        for name in ("configs", "pareto_configs", "managers", "class_rates", "class_plans"):
             object.__setattr__(self, name, tuple(getattr(self, name)))
         if not (self.configs or self.pareto_configs) or not self.managers:
             raise ConfigError(
@@ -248,16 +255,25 @@ class DilosExperimentConfig:
         check_number("pareto_epoch_s", self.pareto_epoch_s, low=0, low_ok=False)
         check_number("duration_s", self.duration_s, low=0, low_ok=False)
         check_number("warmup_s", self.warmup_s, low=0, high=self.duration_s, high_ok=False)
+        if not self.class_plans or len(set(self.class_plans)) != len(self.class_plans):
+            raise ConfigError(
+                f"class_plans must name each of {', '.join(CLASS_PLANS)} at most once and at "
+                f"least one of them, got {self.class_plans}"
+            )
         for m in self.managers:
             for c, inp in self.runs():
-                self.node(m, c, inp)
+                for plans in self.class_plans:
+                    self.node(m, c, inp, plans)
 
     def runs(self) -> list[tuple[str, str]]:
         """Every ``(configuration, input)`` run per manager, SD_c first."""
         return [(c, "SD_c") for c in self.configs] + [(c, "SD_p") for c in self.pareto_configs]
 
-    def node(self, manager: str, config: str, inp: str = "SD_c") -> NodeConfig:
-        """The node config of one run (with overload calibration)."""
+    def node(
+        self, manager: str, config: str, inp: str = "SD_c", plans: str = "lanes"
+    ) -> NodeConfig:
+        """The node config of one run (with overload calibration); ``plans``: its
+        ``class_plans``."""
         rates = sd_c_rates(self.overload) if inp == "SD_c" else self.class_rates
         total = sum(rates)
         layout, dilos = CONFIGS[config]
@@ -293,6 +309,7 @@ class DilosExperimentConfig:
             class_redistribution=dilos,
             class_layout=layout,
             class_crc_cycles=self.crc_cycles,
+            class_plans=plans,
         )
 
 
@@ -306,64 +323,87 @@ def make_config(quick: bool = False, seed: int = 0) -> DilosExperimentConfig:
     return DilosExperimentConfig(seed=seed)
 
 
-def run_name(config: str, manager: str, inp: str) -> str:
-    """A run's name in the summary: ``dilos-aurora-SD_p``."""
-    return f"{config}-{manager}-{inp}"
+def run_name(config: str, manager: str, inp: str, plans: str = "lanes") -> str:
+    """A run's name in the summary: ``dilos-aurora-SD_p`` (``-pools`` appended for a run with
+    a plan per class in FAIR pools).
+
+    >>> run_name("dilos", "aurora", "SD_c"), run_name("dilos", "aurora", "SD_c", "pools")
+    ('dilos-aurora-SD_c', 'dilos-aurora-SD_c-pools')
+    """
+    return f"{config}-{manager}-{inp}" + ("" if plans == "lanes" else f"-{plans}")
+
+
+def _costs_for(costs: Mapping[str, Any], plans: Sequence[str]) -> dict[str, Any]:
+    """The calibrated cost models for a node of ``plans``: by name where the calibrated node
+    had the same plans, else every plan starts from the first calibrated plan's model (the
+    lanes' one plan or class 1's; the same kind of query, one fixed cost per micro-batch).
+
+    >>> _costs_for({"avg": 1}, ["class1", "class2"]), _costs_for({"avg": 1}, ["avg"])
+    ({'class1': 1, 'class2': 1}, {'avg': 1})
+    """
+    if not costs or set(plans) <= set(costs):
+        return {p: costs[p] for p in plans if p in costs}
+    first = next(iter(costs.values()))
+    return {p: first for p in plans}
 
 
 def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
-    """One record per (manager, configuration, input): the class manager's per-interval
-    records."""
-    spark = experiment_spark(app_name="spillway-dilos")
-    from spillway.spark.node import Node
+    """One record per (class plans, manager, configuration, input): the class manager's
+    per-interval records."""
+    pools = CLASS_WEIGHTS if "pools" in config.class_plans else None
+    spark = experiment_spark(app_name="spillway-dilos", class_weights=pools)
+    from spillway.spark.node import Node, plan_layout
 
     out: list[dict[str, Any]] = []
     scale: float | None = None
     capacity = math.nan
     costs: dict[str, Any] = {}
     try:
-        for manager in config.managers:
-            for name, inp in config.runs():
-                if name == "none" and manager != config.managers[0]:
-                    continue  # nothing decides: one run is enough
-                cfg = config.node(manager, name, inp)
-                if scale is not None:
-                    # the first run's calibration for every run: the same arrival rate and
-                    # the same fitted costs to start from, so runs differ in their manager
-                    # and configuration, not in a measurement of their own
-                    cfg = at_rate(replace(cfg, overload=None), input_rate(cfg) * scale)
-                node = Node(cfg, spark=spark, cost_states=costs)
-                node.start()
-                if scale is None:
-                    scale, costs = node.rate_scale, node.cost_states
-                    capacity = float((node.calibration or {})["capacity_tuples_per_s"])
-                t0 = node.controller.feed_time()
-                try:
-                    time.sleep(config.duration_s)
-                    cc = node.controller.class_control
-                    assert cc is not None
-                    records = [dict(r, t=r["t"] - t0) for r in cc.records]
-                    fitted = {
-                        p: {"overhead_s": e.overhead_s, "per_tuple_s": e.per_tuple_s,
-                            "per_arrived_s": e.per_arrived_s}
-                        for p, e in node.controller.cost_estimates().items()
-                    }  # fmt: skip
-                finally:
-                    node.stop()
-                out.append(
-                    {
-                        "name": run_name(name, manager, inp),
-                        "config": name,
-                        "manager": manager,
-                        "input": inp,
-                        "rate": input_rate(cfg) * (scale if cfg.overload is not None else 1.0),
-                        "calibrated": cfg.overload is not None,
-                        "capacity_tuples_per_s": capacity,
-                        "cost_estimates": fitted,
-                        "t0": t0,
-                        "records": records,
-                    }
-                )
+        for plans, manager, (name, inp) in (
+            (p, m, r) for p in config.class_plans for m in config.managers for r in config.runs()
+        ):
+            if name == "none" and manager != config.managers[0]:
+                continue  # nothing decides: one run is enough
+            cfg = config.node(manager, name, inp, plans)
+            if scale is not None:
+                # the first run's calibration for every run: the same arrival rate and
+                # the same fitted costs to start from, so runs differ in their manager
+                # and configuration, not in a measurement of their own
+                cfg = at_rate(replace(cfg, overload=None), input_rate(cfg) * scale)
+            names = [p.name for p in plan_layout(cfg)]
+            node = Node(cfg, spark=spark, cost_states=_costs_for(costs, names))
+            node.start()
+            if scale is None:
+                scale, costs = node.rate_scale, node.cost_states
+                capacity = float((node.calibration or {})["capacity_tuples_per_s"])
+            t0 = node.controller.feed_time()
+            try:
+                time.sleep(config.duration_s)
+                cc = node.controller.class_control
+                assert cc is not None
+                records = [dict(r, t=r["t"] - t0) for r in cc.records]
+                fitted = {
+                    p: {"overhead_s": e.overhead_s, "per_tuple_s": e.per_tuple_s,
+                        "per_arrived_s": e.per_arrived_s}
+                    for p, e in node.controller.cost_estimates().items()
+                }  # fmt: skip
+            finally:
+                node.stop()
+            out.append(
+                {
+                    "name": run_name(name, manager, inp, plans),
+                    "config": name,
+                    "plans": plans,
+                    "manager": manager,
+                    "input": inp,
+                    "rate": input_rate(cfg) * (scale if cfg.overload is not None else 1.0),
+                    "calibrated": cfg.overload is not None,
+                    "capacity_tuples_per_s": capacity,
+                    "cost_estimates": fitted,
+                    "t0": t0,
+                    "records": records,
+                }
+            )
     finally:
         spark.stop()
     return out
@@ -451,6 +491,7 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
     return {
         "name": run["name"],
         "config": run["config"],
+        "plans": run.get("plans", "lanes"),
         "manager": run["manager"],
         "input": inp,
         "class_loss": loss,
@@ -477,16 +518,27 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
     }
 
 
+def _key(r: Mapping[str, Any]) -> tuple[str, str, str, str]:
+    """A run's (configuration, manager, input, class plans)."""
+    return (r["config"], r["manager"], r.get("input", "SD_c"), r.get("plans", "lanes"))
+
+
+def _plans_text(plans: str) -> str:
+    """How a check's part names the class plans (nothing for the default lanes)."""
+    return "" if plans == "lanes" else f" {plans}"
+
+
 def _class3_lower(
     config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]], inp: str, name: str
 ) -> Check:
-    by = {(r["config"], r["manager"], r.get("input", "SD_c")): r for r in runs}
+    by = {_key(r): r for r in runs}
     parts = [
-        compare(f"{m}", by[("dilos", m, inp)]["class_loss"]["3"], "<",
-                by[("separate", m, inp)]["class_loss"]["3"],
+        compare(f"{m}{_plans_text(p)}", by[("dilos", m, inp, p)]["class_loss"]["3"], "<",
+                by[("separate", m, inp, p)]["class_loss"]["3"],
                 what=f"class-3 loss with DILoS against separate managers on {inp}")
+        for p in config.class_plans
         for m in config.managers
-        if ("dilos", m, inp) in by and ("separate", m, inp) in by
+        if ("dilos", m, inp, p) in by and ("separate", m, inp, p) in by
     ]  # fmt: skip
     return every(name, parts, none_why=f"no manager ran both dilos and separate on {inp}")
 
@@ -496,10 +548,10 @@ def _same_arrivals(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
     trigger boundary both runs decided at, each class's arrivals since the start (within 1 %;
     the largest difference over the boundaries). The runs decide at different boundaries, so
     rates over each run's own window would differ on a time-varying input (SD_p)."""
-    by = {(r["config"], r["manager"], r.get("input", "SD_c")): r for r in runs}
+    by = {_key(r): r for r in runs}
     parts = []
-    for (name, m, inp), r in by.items():
-        other = by.get(("separate", m, inp))
+    for (name, m, inp, p), r in by.items():
+        other = by.get(("separate", m, inp, p))
         if name != "dilos" or other is None:
             continue
         mine = {row[0]: row[1:] for row in r["cumulative_arrivals"]}
@@ -507,7 +559,8 @@ def _same_arrivals(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
         both = sorted(set(mine) & set(theirs))
         for c in range(3):
             diffs = [abs(mine[t][c] - theirs[t][c]) / theirs[t][c] for t in both if theirs[t][c]]
-            parts.append(compare(f"{m} {inp} class {c + 1}", max(diffs, default=math.nan), "<=",
+            parts.append(compare(f"{m} {inp}{_plans_text(p)} class {c + 1}",
+                                 max(diffs, default=math.nan), "<=",
                                  SAME_ARRIVALS, what=f"largest relative difference of the "
                                  f"arrivals at the {len(both)} boundaries both decided at"))  # fmt: skip
     return parts
@@ -531,9 +584,11 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
       sheds; classes 1 and 2 are "non-overloaded"), on the SD_c runs: class 3's arrivals are
       above its 10 % share of the measured capacity, classes 1's and 2's at or below their
       60 % and 30 % (the capacity DILoS can lend);
-    - ``no_manager_misses_class3_target`` and ``higher_class_lower_latency``: not applicable
-      (the classes share micro-batches; with nothing shed no scheduler holds class 3 back, so
-      Table 8's 117 s against 500 ms has no counterpart).
+    - ``higher_class_lower_latency``: in every priority-aware run with a plan per class (FAIR
+      pools), class k's p95 latency is below class k + 1's; not applicable when every run has
+      the classes as lanes of one plan (they share micro-batches);
+    - ``no_manager_misses_class3_target``: not applicable (with nothing shed no scheduler
+      holds class 3 back, so Table 8's 117 s against 500 ms has no counterpart).
 
     >>> cfg = make_config(quick=True)
     >>> def run(name, loss, rates=(10.0, 10.0, 10.0)):
@@ -584,8 +639,27 @@ def checks(config: DilosExperimentConfig, runs: Sequence[Mapping[str, Any]]) -> 
               none_why="no manager ran both dilos and separate on one input"),
         every("sd_c_overloads_only_class_3", premise, none_why="no SD_c run measured"),
         not_applicable("no_manager_misses_class3_target", NO_SCHEDULER),
-        not_applicable("higher_class_lower_latency", SHARED_BATCHES),
+        every("higher_class_lower_latency", _latency_order(runs), none_why=SHARED_BATCHES),
     ]  # fmt: skip
+
+
+def _latency_order(runs: Sequence[Mapping[str, Any]]) -> list[Check]:
+    """Per priority-aware run whose classes run in separate micro-batches (a plan per class in
+    FAIR pools), class k's p95 latency against class k + 1's: lower (Pham §6.3). Runs of one
+    plan share micro-batches: none of them counts."""
+    return [
+        compare(f"{r['name']} class {hi} vs {hi + 1}", r["class_latency_p95_s"][str(hi)], "<",
+                r["class_latency_p95_s"][str(hi + 1)],
+                what=f"class {hi}'s p95 latency against class {hi + 1}'s")
+        for r in runs
+        if r["config"] in PRIORITY_AWARE and r.get("plans", "lanes") != "lanes"
+        for hi in (1, 2)
+    ]  # fmt: skip
+
+
+def _run_label(r: Mapping[str, Any]) -> str:
+    """A run's manager, and its class plans unless lanes: ``aurora``, ``aurora pools``."""
+    return r["manager"] + _plans_text(r.get("plans", "lanes"))
 
 
 def _paper_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -595,11 +669,11 @@ def _paper_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     for (inp, name), paper in PAPER.items():
         mine = [r for r in runs if r["config"] == name and r.get("input", "SD_c") == inp]
         measured = "; ".join(
-            f"{r['manager']}: " + " / ".join(num(100 * r["class_loss"][str(c)]) for c in (1, 2, 3))
+            f"{_run_label(r)}: " + " / ".join(num(100 * r["class_loss"][str(c)]) for c in (1, 2, 3))
             for r in mine
         )
         p95 = "; ".join(
-            f"{r['manager']}: "
+            f"{_run_label(r)}: "
             + " / ".join(num(r["class_latency_p95_s"][str(c)]) for c in (1, 2, 3))
             for r in mine
         )
@@ -614,6 +688,24 @@ def _paper_rows(runs: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def _plans_note(config: DilosExperimentConfig) -> str:
+    """The report's note on how the classes ran on Spark (``class_plans``)."""
+    lanes = (
+        "lanes of one Spark plan (runs without a suffix) share micro-batches, so a class's "
+        "latency differs from another's only by when its rows arrived"
+    )
+    pools = (
+        "runs ending in '-pools' give each class its own plan (streaming query) in a FAIR "
+        "scheduler pool weighted 6/3/1: separate micro-batches, each paying its own fixed "
+        "cost, and higher_class_lower_latency compares their p95 latencies"
+    )
+    if config.class_plans == ("lanes",):
+        return f"- The classes are {lanes}: the latency order is not applicable.\n"
+    if "lanes" not in config.class_plans:
+        return f"- Classes in FAIR pools: {pools}.\n"
+    return f"- The classes as {lanes}; {pools}.\n"
 
 
 def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]) -> Analysis:
@@ -672,10 +764,8 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
         notes=(
             "- Pham's fifth configuration (DILoS with classes 1 and 3 sharing a segment) and "
             f"SD_p with sharing: {NO_SHARING}.\n"
-            "- The classes are lanes of one Spark plan and share micro-batches, so a class's "
-            "latency differs from another's only by when its rows arrived: the latency order "
-            "is not applicable. One streaming query per class in FAIR pools was not measured.\n"
-            "- 'separate' holds every class to its fixed share (no lending, no class shedding "
+            + _plans_note(config)
+            + "- 'separate' holds every class to its fixed share (no lending, no class shedding "
             "for another); 'dilos' lends what a class does not use (Eq. 6.1 every CRC, and "
             "CQC's work-conserving split within the interval) and puts the drops in priority "
             "order. Pham's separate managers ran on CQC too, whose work conservation raised "

@@ -52,17 +52,28 @@ measured the same way per class (only who decides the drops differs):
   "common load manager", the state of the art that ignores the scheduler's priorities);
 - ``none``: no load manager, nothing shed (Pham's "no load manager").
 
-Why class lanes in one plan
----------------------------
-Every class's lanes run in the node's one Spark plan (one micro-batch per interval). A Spark
-plan is a single job, so the capacity split cannot come from a scheduler inside the batch; it
-comes from each class's admitted work, which its manager keeps within its capacity share. One
-plan keeps one fixed micro-batch overhead per interval (0.3-1 s on ``local[2]``), where one
-streaming query per class in FAIR scheduler pools would pay it three times on two cores. The
-FAIR-pools alternative was not built nor measured. Consequence: the classes share
-micro-batches, so their results come at the same time and a class's latency differs from
-another's only by when its rows arrived; a "higher class has lower latency" comparison is not
-applicable here (:meth:`ClassControl.summary` says so).
+Lanes or pools (``NodeConfig.class_plans``)
+-------------------------------------------
+By default (``lanes``) every class's lanes run in the node's one Spark plan (one micro-batch
+per interval). A Spark plan is a single job, so the capacity split cannot come from a
+scheduler inside the batch; it comes from each class's admitted work, which its manager keeps
+within its capacity share. The classes then share micro-batches: their results come at the
+same time and a class's latency differs from another's only by when its rows arrived, so "a
+higher class has lower latency" is not applicable (:meth:`ClassControl.summary` says so).
+
+With ``pools`` each class runs its own plan (streaming query) in a Spark FAIR scheduler pool
+weighted by its class (:mod:`spillway.spark.pools`): separate micro-batches, each paying its
+own fixed cost, which the controller charges wholly to its class (the per-class load above);
+:meth:`ClassControl.summary` then compares the classes' p95 latencies (:func:`latency_order`).
+Measured on ``local[2]`` (``dilos`` experiment, quick, SD_c at 2x the calibrated capacity,
+Aurora, H = 0.8, seeds 0 and 1; docs/design.md "Lanes or pools"): the fitted fixed cost was
+0.23-0.35 s per interval for the one plan and 0.43-0.56 s for EACH class plan, so class 1's and
+2's loads (0.63-0.70 and 0.58-0.62 executor-s/s) exceeded their shares (0.48, 0.24) although
+their arrivals were 0.54 of them: they lost 24-31 % and 58-61 % where lanes lost nothing, DILoS
+had nothing to lend (class 3: 93-94 % lost, lanes 48-49 %), and the pool weights did not order
+the latencies (p95 1.26-1.48 s, class 1 never lowest): a batch's time is mostly its fixed
+cost, much of it driver-side (planning, the control channel, the Python sink), which the FAIR
+scheduler does not schedule. Every class's p95 stayed within its D (3, 4, 5 s) either way. Lanes stay the default.
 
 Examples
 --------
@@ -124,6 +135,23 @@ SHARED_BATCHES = (
     "not applicable: every class runs in the node's one plan, so the classes share "
     "micro-batches and their results come together"
 )
+
+
+def latency_order(p95s: Sequence[float]) -> str:
+    """Whether every class's p95 latency (class 1 first) is below the next lower class's: the
+    verdict of "a higher class has lower latency" where the classes run in separate
+    micro-batches (one plan per class, FAIR pools).
+
+    >>> latency_order([1.5, 2.0, 4.25])
+    'yes: p95 1.5 < 2 < 4.25 s'
+    >>> latency_order([2.5, 2.0, math.nan])
+    'no: p95 2.5, 2, nan s (class 1 not below class 2)'
+    """
+    text = ", ".join(f"{x:.3g}" for x in p95s)
+    for c in range(len(p95s) - 1):
+        if not p95s[c] < p95s[c + 1]:
+            return f"no: p95 {text} s (class {c + 1} not below class {c + 2})"
+    return "yes: p95 " + " < ".join(f"{x:.3g}" for x in p95s) + " s"
 
 
 def weighted_quantile(values: Sequence[float], weights: Sequence[float], q: float) -> float:
@@ -274,9 +302,20 @@ class ClassControlConfig:
 
 class ClassControl:
     """The classes' load managers with their state, fed what the node measured (not
-    thread-safe: the controller calls it under its lock)."""
+    thread-safe: the controller calls it under its lock).
 
-    def __init__(self, config: ClassControlConfig, *, trigger_s: float, n_queries: int) -> None:
+    ``shared_batches``: whether classes share micro-batches (lanes of one plan, the default)
+    or each class runs its own plan (FAIR pools), where :meth:`summary` compares the classes'
+    latencies (:func:`latency_order`)."""
+
+    def __init__(
+        self,
+        config: ClassControlConfig,
+        *,
+        trigger_s: float,
+        n_queries: int,
+        shared_batches: bool = True,
+    ) -> None:
         check_number("trigger_s", trigger_s, low=0, low_ok=False)
         if n_queries != len(config.query_class):
             raise ConfigError(
@@ -285,6 +324,7 @@ class ClassControl:
             )
         self.config = config
         self.trigger_s = float(trigger_s)
+        self.shared_batches = bool(shared_batches)
         #: Each query's class index (0 = class 1).
         self.query_index = np.asarray(config.query_class, dtype=np.int64) - 1
         self._cfg = (
@@ -497,7 +537,8 @@ class ClassControl:
         verdict."""
         t0 = self.records[0]["t"] if self.records else 0.0
         out: dict[str, Any] = {}
-        for c in range(self.config.n_classes):
+        n_c = self.config.n_classes
+        for c in range(n_c):
             every = self.responses[c]
             resp = [x for x in every if x[0] - t0 >= steady_s] or every
             vals, rows = [r for _, r, _ in resp], [n for _, _, n in resp]
@@ -524,6 +565,10 @@ class ClassControl:
             "dilos": self.config.dilos,
             "trigger_s": self.trigger_s,
             "classes": out,
-            "latency_order": SHARED_BATCHES,
+            "latency_order": (
+                SHARED_BATCHES
+                if self.shared_batches
+                else latency_order([out[str(c + 1)]["latency_p95_s"] for c in range(n_c)])
+            ),
             "latency_after_s": steady_s,
         }

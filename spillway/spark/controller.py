@@ -845,8 +845,18 @@ class NodeController:
                     f"class_control needs a policy that decides per lane; policy {policy!r} "
                     "needs groups or statistics: use the dilos or random policy"
                 )
+            query_class = np.asarray(config.class_control.query_class, dtype=np.int64)
+            lane_class = query_class[self.lane_query]
+            # a plan per class (FAIR pools): each class's results come in its own batches
+            shared = any(
+                np.unique(lane_class[self.lane_plan == p]).size > 1
+                for p in range(len(self._plan_names))
+            )
             self.class_control = ClassControl(
-                config.class_control, trigger_s=config.trigger_s, n_queries=self.n_queries
+                config.class_control,
+                trigger_s=config.trigger_s,
+                n_queries=self.n_queries,
+                shared_batches=shared,
             )
             self._lane_class = self.class_control.query_index[self.lane_query]
         #: Per plan, per decision not yet in a finished batch: each group's mean arrival time

@@ -122,6 +122,7 @@ from spillway.spark.dead_letters import DeadLetters
 from spillway.spark.fed_results import NodeReporter
 from spillway.spark.listener import ProgressListener
 from spillway.spark.observed import observe_source
+from spillway.spark.pools import POOL_PROPERTY, check_pools, configure_pools, pool_names
 from spillway.spark.sink import MIXED_PLAN, ResultSink, ResultStore
 from spillway.spark.source import FeedSpec, register_source, source_options
 from spillway.spark.user import UserPart, check_schema, evaluate, resolve_function
@@ -166,11 +167,13 @@ NEAR_OPERATING_POINT = (0.7, 1.4)
 
 
 class PlanLayout(NamedTuple):
-    """The node's plan: its name, every query's window and the query ids of each kind."""
+    """A plan of the node: its name, every query's window, the query ids of each kind and the
+    FAIR scheduler pool its streaming query runs in (None: the session's default)."""
 
     name: str
     windows: dict[int, float]
     kinds: dict[str, tuple[int, ...]]
+    pool: str | None = None
 
     @property
     def query_ids(self) -> list[int]:
@@ -206,22 +209,50 @@ def _cost_states(given: Mapping[str, CostModelState] | None) -> dict[str, CostMo
 
 
 def plan_layout(config: NodeConfig) -> list[PlanLayout]:
-    """The node's plans: ONE, carrying every query whatever its kind and window.
+    """The node's plans: ONE, carrying every query whatever its kind and window; with
+    priority classes and ``class_plans = "pools"``, one per class.
 
-    The plan is named after its kind when all queries have one kind, else
+    A plan is named after its kind when all its queries have one kind, else
     :data:`~spillway.spark.sink.MIXED_PLAN`; ``kinds`` maps each kind to its query ids, in
     config order. Queries with different windows share the plan: each query's part of a batch
     ends on a multiple of its own window (:mod:`spillway.spark.controller`), so one streaming
     query (one fixed micro-batch cost per interval) serves them all. Earlier, one plan per
     window length made two or three streaming queries compete for two cores: their fixed costs
     filled the interval and a 5 s query starved beside 0.5 s and 1 s ones.
+
+    With ``class_plans = "pools"`` (``dilos`` policy) each priority class that has queries gets
+    its own plan, ``class<k>``, in the FAIR pool of its class (:mod:`spillway.spark.pools`),
+    class 1 first: the classes' micro-batches are separate, at one fixed cost each.
+
+    >>> qs = tuple(QuerySpec(name=n, kind="avg", feed="gaussian", priority_class=c)
+    ...            for n, c in (("a", 2), ("b", 1), ("c", 2)))
+    >>> cfg = NodeConfig(queries=qs, policy="dilos", load_manager="aurora", class_plans="pools")
+    >>> [(p.name, p.query_ids, p.pool) for p in plan_layout(cfg)]
+    [('class1', [1], 'spillway-class1'), ('class2', [0, 2], 'spillway-class2')]
     """
+    if config.class_plans == "pools":
+        pools = pool_names(len(config.class_weights))
+        by_class: dict[int, list[int]] = {}
+        for i, q in enumerate(config.queries):
+            by_class.setdefault(q.priority_class or 1, []).append(i)
+        return [
+            _layout(config, by_class[c], name=f"class{c}", pool=pools[c - 1])
+            for c in sorted(by_class)
+        ]
+    return [_layout(config, list(range(len(config.queries))))]
+
+
+def _layout(
+    config: NodeConfig, ids: list[int], *, name: str | None = None, pool: str | None = None
+) -> PlanLayout:
+    """The plan of queries ``ids``, named ``name`` (default: after its kind, or mixed)."""
     kinds: dict[str, list[int]] = {}
-    for i, q in enumerate(config.queries):
-        kinds.setdefault(q.kind, []).append(i)
-    name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
-    windows = {i: float(q.window_s) for i, q in enumerate(config.queries)}
-    return [PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()})]
+    for i in ids:
+        kinds.setdefault(config.queries[i].kind, []).append(i)
+    if name is None:
+        name = next(iter(kinds)) if len(kinds) == 1 else MIXED_PLAN
+    windows = {i: float(config.queries[i].window_s) for i in ids}
+    return PlanLayout(name, windows, {k: tuple(v) for k, v in kinds.items()}, pool)
 
 
 #: File in a federated node's checkpoint folder: the last batch its coordinator received
@@ -347,6 +378,11 @@ class Node:
             spark.sparkContext.setLogLevel(log_level)
         config.check_feeds()  # a bad feed, option or file fails here, before Spark starts
         self._layout = plan_layout(config)
+        #: Whether the plans run in the classes' FAIR pools (``class_plans = "pools"``).
+        self._pools = any(p.pool is not None for p in self._layout)
+        self._tmpdir: str | None = None
+        if spark is not None and self._pools:
+            check_pools(spark, config.class_weights)
         self._scale = 1.0
         self._calibration: dict[str, Any] | None = None
         self._carry_costs: dict[str, CostModelState] = _cost_states(cost_states)
@@ -354,7 +390,6 @@ class Node:
         self._server: ControlServer | None = None
         self._listener: ProgressListener | None = None
         self._queries: dict[str, Any] = {}
-        self._tmpdir: str | None = None
         self._lock = threading.Lock()
         self.store = ResultStore()
         self.coordinator: QueryCoordinator | None = None
@@ -391,6 +426,8 @@ class Node:
                 SparkSession.builder.master(master).appName("spillway"),
                 local=master.startswith("local"),
             )
+            if self._pools:  # the classes' FAIR pools are read when the context starts
+                builder = configure_pools(builder, self.config.class_weights, self._scratch())
             if self._log_level is not None:
                 builder = builder.config("spark.log.level", self._log_level)
             try:
@@ -399,7 +436,18 @@ class Node:
                 raise RunFailedError(
                     f"Spark could not start on master {self.config.master!r}: {short_error(str(e))}"
                 ) from None
+            if self._pools:  # a session already running in this process ignored the pools
+                check_pools(self._spark, self.config.class_weights)
         return self._spark
+
+    def _scratch(self) -> Path:
+        """The node's folder: the checkpoint directory, else a temporary one (removed by
+        :meth:`stop`)."""
+        if self.config.checkpoint_dir is not None:
+            return Path(self.config.checkpoint_dir)
+        if self._tmpdir is None:
+            self._tmpdir = tempfile.mkdtemp(prefix="spillway-")
+        return Path(self._tmpdir)
 
     @property
     def controller(self) -> NodeController:
@@ -450,8 +498,7 @@ class Node:
             if self._controller is not None:
                 raise SpillwayError("the node is already started")
             register_source(self.spark)
-            if self.config.checkpoint_dir is None:
-                self._tmpdir = tempfile.mkdtemp(prefix="spillway-")
+            self._scratch()
             try:
                 if self.config.overload is not None and self._calibration is None:
                     self._calibrate()
@@ -578,6 +625,7 @@ class Node:
         self.spark.streams.addListener(self._listener)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
+        self._pool_of = {p.name: p.pool for p in self._layout}
         self.dead_letters = DeadLetters(
             [q.name for q in cfg.queries],
             folders={n: f for n, f in logs.items() if f is not None},
@@ -639,13 +687,24 @@ class Node:
         )
         stream = self.spark.readStream.format("spillway").options(**opts).load()
         stream = observe_source(stream, [q.name for q in self.config.queries])
-        self._queries[plan] = (
+        writer = (
             stream.writeStream.queryName(self._query_names[plan])
             .foreachBatch(stop_safe(run_batch, f"plan {plan!r}"))
             .option("checkpointLocation", self._checkpoints[plan])
             .trigger(processingTime=f"{self.config.trigger_s} seconds")
-            .start()
         )
+        pool = self._pool_of[plan]
+        if pool is None:
+            self._queries[plan] = writer.start()
+            return
+        # The query's execution thread inherits this thread's local properties when it
+        # starts, so its micro-batches (foreachBatch included) run in the class's pool.
+        sc = self.spark.sparkContext
+        sc.setLocalProperty(POOL_PROPERTY, pool)
+        try:
+            self._queries[plan] = writer.start()
+        finally:
+            sc.setLocalProperty(POOL_PROPERTY, None)  # later jobs of this thread: default pool
 
     def restart_plan(self, plan: str) -> None:
         """Restart ``plan``'s streaming query from its checkpoint (after it failed or stopped).
@@ -947,10 +1006,15 @@ class Node:
             raise ConfigError(
                 f"{query!r} is not a user query of this node; its user queries: {users}"
             )
-        sink = self._sinks.get(self._layout[0].name) if self._sinks else None
+        qid = [q.name for q in self.config.queries].index(query)
+        sink = self._sinks.get(self._plan_holding(qid)) if self._sinks else None
         if sink is None:
             return pd.DataFrame()
         return sink.user_store.rows_of(query).drop(columns=["plan"], errors="ignore")
+
+    def _plan_holding(self, query_id: int) -> str:
+        """The name of the plan that runs query ``query_id``."""
+        return next(p.name for p in self._layout if query_id in p.windows)
 
     def _learn_key_texts(self, texts: pd.DataFrame) -> None:
         """Remember the texts of keys a log plan read (``query_id, key, key_text`` rows)."""
@@ -1064,7 +1128,7 @@ class Node:
         start = max(math.ceil(from_s / w - 1e-9) * w, 0.0)
         if until <= start:
             return pd.DataFrame()
-        plan = self._layout[0].name
+        plan = self._plan_holding(part.query_id)
         opts = source_options(
             self._server.address_text, self._server.authkey, plan, from_s=start, until_s=until
         )

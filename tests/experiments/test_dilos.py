@@ -126,3 +126,37 @@ def test_sd_c_class_rates_follow_table_8s_premise():
     assert sd_p[0] == sd_p[1] == sd_p[2]  # SD_p: equal shares, Pham's ranges shape them
     with pytest.raises(ConfigError, match="overload must be a finite number > 0.583"):
         dl.DilosExperimentConfig(overload=0.5)
+
+
+def test_pools_runs_are_compared_within_their_class_plans_and_by_latency():
+    cfg = dl.DilosExperimentConfig(
+        managers=("aurora",), configs=("separate", "dilos"), pareto_configs=(),
+        class_plans=("lanes", "pools"),
+    )  # fmt: skip
+    assert cfg.node("aurora", "dilos", plans="pools").class_plans == "pools"
+    with pytest.raises(ConfigError, match="class_plans must name each of lanes, pools at most"):
+        dl.DilosExperimentConfig(class_plans=("pools", "pools"))
+    with pytest.raises(ConfigError, match="class_plans must be one of lanes, pools, got 'fair'"):
+        dl.DilosExperimentConfig(class_plans=("fair",))
+
+    def run(config, losses, rt, plans):
+        m = _measured(config, "aurora", losses, rt=rt)
+        return dict(m, plans=plans, name=dl.run_name(config, "aurora", "SD_c", plans))
+
+    # lanes: DILoS beats separate on class 3; pools: it does not, and the p95 latencies of
+    # the pools runs rise with the class (rt * class) in one and fall in the other
+    measured = [run("separate", (0.0, 0.0, 0.8), 1.0, "lanes"),
+                run("dilos", (0.0, 0.0, 0.3), 1.0, "lanes"),
+                run("separate", (0.0, 0.0, 0.2), 1.0, "pools"),
+                run("dilos", (0.0, 0.0, 0.3), -1.0, "pools")]  # fmt: skip
+    checks = {c.name: c for c in dl.checks(cfg, [dl.summarise(cfg, m) for m in measured])}
+    assert checks["class3_loss_lower_with_dilos"].verdict == "fail"
+    assert checks["class3_loss_lower_with_dilos"].why.startswith("failed at aurora pools:")
+    latency = checks["higher_class_lower_latency"]
+    assert latency.verdict == "fail"
+    assert "dilos-aurora-SD_c-pools class 1 vs 2" in latency.why
+    assert "separate-aurora-SD_c-pools" not in latency.why  # that run's order holds
+    lanes_only = [dl.summarise(cfg, m) for m in measured[:2]]
+    assert {c.name: c.verdict for c in dl.checks(cfg, lanes_only)}[
+        "higher_class_lower_latency"
+    ] == "not applicable"
