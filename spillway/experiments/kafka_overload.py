@@ -120,6 +120,13 @@ WARM_RATE = 2_000.0
 #: Micro-batches the node runs at the warm-up rate before the load starts (see :func:`_phase`).
 WARM_BATCHES = 4
 
+#: BALANCE-SIC's settings here: a query keeps every lane in the same proportion (module note 9
+#: of :mod:`spillway.policies.balance_sic`). ``trips`` joins its pickups lanes with its
+#: dropoffs lanes; highest SIC first keeps whole lanes in tuple-SIC order, and a topic whose
+#: producer ran 2 % faster came last: kov2 kept none of its records and the join had no row at
+#: 44.5 % kept (``tests/kafka/test_join_shedding.py`` shows it on a small topic).
+BALANCE_OPTIONS: dict[str, Any] = {"lanes": "proportional"}
+
 #: What the papers say.
 PAPER = {
     "THEMIS §7.1": "result SIC correlates with result error: lower SIC, larger error "
@@ -251,8 +258,10 @@ def node_config(
         QuerySpec(name="trips", kind="user", feed="kafka", feed_options=opts(f"{left},{right}"),
                   window_s=cfg.trigger_s, function=join, sink=sink("trips")),
     )  # fmt: skip
+    options = BALANCE_OPTIONS if cfg.policy == "balance-sic" else {}
     return NodeConfig(
-        queries=queries, policy=cfg.policy, seed=cfg.seed, trigger_s=cfg.trigger_s,
+        queries=queries, policy=cfg.policy, policy_options=options, seed=cfg.seed,
+        trigger_s=cfg.trigger_s,
         stw_s=10 * cfg.trigger_s, master=cfg.master, checkpoint_dir=checkpoint,
         headroom=cfg.headroom,
     )  # fmt: skip
@@ -599,7 +608,9 @@ def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
     cap = measured.get("capacity_tuples_per_s", math.nan)
     first = measured.get("capacity_probe_tuples_per_s", math.nan)
     return (
-        f"One spillway Node on Spark (`{cfg.master}`), {cfg.policy}, two user queries (the "
+        f"One spillway Node on Spark (`{cfg.master}`), {cfg.policy}"
+        f"{' (every lane of a query kept in the same proportion)' if cfg.policy == 'balance-sic' else ''}"
+        f", two user queries (the "
         f"README's mean fare per route over `fares`; a stream-stream join of `pickups` and "
         f"`dropoffs`), {cfg.trigger_s:g} s windows = trigger; three topics of {PARTITIONS} "
         f"partitions fed by `spillway produce --feed taxi` at {cfg.level:g}x the capacity "

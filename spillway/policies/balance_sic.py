@@ -33,6 +33,17 @@ How this module reads Algorithm 1 (errata and open points of the paper, THEMIS ย
    which balances per-source contributions instead of taking highest-SIC-first (THEMIS ยง5.1).
    ``per_source_balanced=True`` reproduces it: ``q'`` takes its next tuple from the lane that has
    contributed the least SIC so far (ties: higher SIC first). The default is the algorithm text.
+9. Highest SIC first keeps a query's lanes one after another: the lane whose tuples carry the
+   most SIC whole, the next only with what is left. Lanes of one query at nearly the same rate
+   (the partitions of topics fed alike) differ in tuple SIC by noise, so that order is arbitrary,
+   and a query whose result needs every lane loses it all: a join of two topics whose lanes of
+   one topic come first keeps none of the other and has no row (``kafka-overload`` kov2: SIC
+   0.415, no join row). ``lanes="proportional"`` keeps every lane of a query in the same
+   proportion instead (:func:`pool_lanes`): each of the query's tuples counts at the query's
+   mean tuple SIC, so Algorithm 1 decides how many tuples each query keeps exactly as before
+   on those means, and each lane keeps that fraction of its own (the per-source balance of the
+   Fig. 3 trace, note 8, when a lane's batch is in proportion to its rate over the STW). The
+   SIC a query gains is the same sum of its kept tuples' SIC either way.
 
 Two implementations:
 
@@ -104,6 +115,9 @@ Chooser = Callable[[list[int]], int]
 
 MODES = ("auto", "fast", "exact")
 
+#: How a query's admissions are spread over its lanes (module note 9).
+LANE_RULES = ("highest-sic", "proportional")
+
 
 @dataclass(frozen=True, kw_only=True)
 class BalanceSICConfig(PolicyConfig):
@@ -126,6 +140,10 @@ class BalanceSICConfig(PolicyConfig):
         "fast".
     epsilon : float
         SIC values closer than this are equal (ties, reaching ``q''``).
+    lanes : {"highest-sic", "proportional"}
+        Within a query: "highest-sic" (the algorithm text, default) keeps the lane whose tuples
+        carry the most SIC first; "proportional" keeps every lane of the query in the same
+        proportion (module note 9: what a query needs whose result joins its lanes).
 
     Examples
     --------
@@ -141,9 +159,17 @@ class BalanceSICConfig(PolicyConfig):
     per_source_balanced: bool = False
     mode: str = "auto"
     epsilon: float = 1e-9
+    lanes: str = "highest-sic"
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.lanes not in LANE_RULES:
+            raise ConfigError(f"lanes must be one of {', '.join(LANE_RULES)}; got {self.lanes!r}")
+        if self.lanes == "proportional" and self.per_source_balanced:
+            raise ConfigError(
+                "per_source_balanced=True takes a query's tuples lane by lane: it needs "
+                "lanes='highest-sic'"
+            )
         for name in ("update_sic", "per_source_balanced"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"{name} must be True or False, got {getattr(self, name)!r}")
@@ -739,6 +765,13 @@ class BalanceSIC(Policy):
         cap = check_capacity(capacity)
         if (backlog.total_count if backlog.cost is None else backlog.total_cost) <= cap:
             return admit_all(backlog)
+        if self.config.lanes == "proportional":
+            pooled, lane_of = pool_lanes(backlog)
+            return Admission(keep=split_pooled(backlog, lane_of, self._keep(pooled, cap), cap))
+        return Admission(keep=self._keep(backlog, cap))
+
+    def _keep(self, backlog: Backlog, cap: float) -> np.ndarray:
+        """Algorithm 1 on ``backlog`` within the validated capacity ``cap``: keeps per lane."""
         cfg = self.config
         if cfg.exact:
             keep = balance_sic_exact(
@@ -751,7 +784,80 @@ class BalanceSIC(Policy):
             )
         else:
             keep = _fast(backlog, cap, self.rng, cfg.update_sic, cfg.epsilon)
-        return Admission(keep=keep)
+        return keep
+
+
+def pool_lanes(backlog: Backlog) -> tuple[Backlog, np.ndarray]:
+    """One lane per query for its lanes with SIC and tuples waiting (module note 9): their
+    tuples, at their mean tuple SIC and mean cost; other lanes (nothing waiting, zero SIC)
+    stay apart. Returns the pooled backlog and each lane's pooled lane.
+
+    >>> b = Backlog(lane_query=[0, 0, 1], lane_source=[0, 1, 0], count=[30, 10, 5],
+    ...             tuple_sic=[0.01, 0.03, 0.1], query_sic=[0.0, 0.0])
+    >>> pooled, lane_of = pool_lanes(b)
+    >>> pooled.count.tolist(), pooled.tuple_sic.round(3).tolist(), lane_of.tolist()
+    ([40, 5], [0.015, 0.1], [0, 0, 1])
+    """
+    live = (backlog.tuple_sic > 0) & (backlog.count > 0)
+    # a live lane's key is its query; every other lane its own key past the queries
+    key = np.where(live, backlog.lane_query, backlog.n_queries + np.arange(backlog.n_lanes))
+    _, first, lane_of = np.unique(key, return_index=True, return_inverse=True)
+    n = backlog.count.astype(np.float64)
+    total = np.bincount(lane_of, weights=n)
+    per = np.where(total > 0, total, 1.0)
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        return np.where(total > 0, np.bincount(lane_of, weights=n * x) / per, x[first])
+
+    pooled = Backlog(
+        lane_query=backlog.lane_query[first],
+        lane_source=backlog.lane_source[first],
+        count=total.astype(np.int64),
+        tuple_sic=mean(backlog.tuple_sic),
+        query_sic=backlog.query_sic,
+        cost=None if backlog.cost is None else mean(backlog.cost),
+    )
+    return pooled, lane_of.astype(np.int64)
+
+
+def split_pooled(
+    backlog: Backlog, lane_of: np.ndarray, keep: np.ndarray, capacity: float
+) -> np.ndarray:
+    """A pooled lane's ``keep`` spread over its lanes in proportion to their tuples (largest
+    remainders, ties in lane order), then held within ``capacity`` when the lanes' costs
+    differ (a tuple of the dearest lane given back at a time) and topped up in lane order
+    (zero-SIC lanes last).
+
+    >>> b = Backlog(lane_query=[0, 0, 0], lane_source=[0, 1, 2], count=[30, 10, 20],
+    ...             tuple_sic=[0.01, 0.01, 0.01], query_sic=[0.0])
+    >>> split_pooled(b, np.zeros(3, dtype=np.int64), np.array([31]), 31).tolist()
+    [16, 5, 10]
+    """
+    n = backlog.count
+    total = np.bincount(lane_of, weights=n.astype(np.float64))
+    share = keep[lane_of] * n / np.where(total > 0, total, 1.0)[lane_of]
+    out = np.minimum(np.floor(share + 1e-9).astype(np.int64), n)
+    short = keep - np.bincount(lane_of, weights=out, minlength=keep.size).astype(np.int64)
+    frac = np.where(out < n, share - out, -np.inf)  # a full lane takes no more
+    order = np.lexsort((-frac, lane_of))  # by pooled lane, largest remainder first (stable)
+    pooled = lane_of[order]
+    rank = np.empty(n.size, dtype=np.int64)
+    rank[order] = np.arange(n.size) - np.searchsorted(pooled, pooled)
+    out += rank < short[lane_of]
+    if backlog.cost is not None:
+        cost = backlog.cost
+        over = float((out * cost).sum()) - capacity
+        while over > 1e-9 * max(capacity, 1.0) and out.any():
+            j = int(np.flatnonzero(out > 0)[np.argmax(cost[out > 0])])
+            out[j] -= 1
+            over -= float(cost[j])
+        left = capacity - float((out * cost).sum())
+        last = backlog.tuple_sic == 0  # zero-SIC tuples only fill what nothing else can use
+        for j in np.argsort(last, kind="stable").tolist():
+            m = min(int(n[j] - out[j]), _fit(left, float(cost[j])))
+            out[j] += m
+            left -= m * float(cost[j])
+    return out
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)

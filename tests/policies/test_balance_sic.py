@@ -14,7 +14,7 @@ from spillway.policies.balance_sic import (
     balance_sic_fast,
     random_tie_break,
 )
-from spillway.policies.base import Backlog
+from spillway.policies.base import Admission, Backlog
 from spillway.quality.metrics import jain_index
 from tests.policies.backlogs import (
     nothing_else_fits,
@@ -228,6 +228,8 @@ def test_fast_mode_at_scale_respects_the_contract():
         ({"update_sic": 1}, "update_sic must be True or False, got 1"),
         ({"per_source_balanced": "yes"}, "per_source_balanced must be True or False"),
         ({"seed": 1.5}, "seed must be a non-negative int, got 1.5"),
+        ({"lanes": "fair"}, "lanes must be one of highest-sic, proportional; got 'fair'"),
+        ({"lanes": "proportional", "per_source_balanced": True}, "needs lanes='highest-sic'"),
     ],
 )
 def test_bad_settings_are_refused(settings, match):
@@ -335,3 +337,53 @@ def test_policy_decisions_match_the_public_fast_function():
         gen = np.random.default_rng(seed)
         assert np.array_equal(first, balance_sic_fast(b, cap, rng=gen))
         assert np.array_equal(second, balance_sic_fast(b, cap / 2, rng=gen))
+
+
+def join_backlog(faster: float = 1.02) -> Backlog:
+    """kafka-overload's lanes: ``fares`` (query 0) over 2 partitions of one topic, ``trips``
+    (query 1) over 2 of ``pickups`` and 2 of ``dropoffs``; the pickups producer a little faster
+    (``faster``), so its lanes' tuple SIC (Eq. 1 over the STW) is a little lower."""
+    rate = 140_900 * np.array([0.25, 0.25, 0.125, 0.125, 0.125, 0.125])
+    stw = rate * 20.0 * np.array([1, 1, faster, faster, 1, 1])
+    return Backlog(
+        lane_query=[0, 0, 1, 1, 1, 1],
+        lane_source=[0, 1, 0, 1, 2, 3],
+        count=np.rint(stw / 5).astype(np.int64),  # a batch of 4 s
+        tuple_sic=1.0 / (np.array([2, 2, 4, 4, 4, 4]) * stw),
+        query_sic=[0.3, 0.3],
+    )
+
+
+@pytest.mark.parametrize("mode", ["fast", "exact"])
+def test_proportional_lanes_keep_every_lane_of_a_join_where_highest_sic_drops_a_topic(mode):
+    b = join_backlog()
+    cap = 0.445 * b.total_count
+    paper = BalanceSIC(seed=0, mode=mode).decide(b, cap).keep
+    assert paper[2:4].tolist() == [0, 0]  # highest SIC first: no pickups, so no join row
+    adm = BalanceSIC(seed=0, mode=mode, lanes="proportional").decide(b, cap)
+    kept = adm.keep / b.count
+    assert adm.keep.sum() == int(cap) and within_capacity(adm, b, cap)
+    for q in (0, 1):  # every lane of a query keeps the same fraction (within one tuple)
+        f = kept[b.lane_query == q]
+        assert f.max() - f.min() <= 1.0 / b.count.min()
+    # the queries are still balanced: same SIC gained each, as highest-SIC-first gives
+    gain = adm.query_gain(b)
+    assert gain[0] == pytest.approx(gain[1], abs=2 * b.tuple_sic.max())
+    # what it gives up: the pickups tuples carry 2 % less SIC each, so 0.5 % of the SIC
+    paper_gain = Admission(keep=paper).query_gain(b).sum()
+    assert 0.99 * paper_gain < gain.sum() < paper_gain
+
+
+@pytest.mark.parametrize("costs", [False, True])
+def test_proportional_lanes_keep_the_policy_contract(costs):
+    rng = np.random.default_rng(5)
+    policy = BalanceSIC(seed=1, lanes="proportional")
+    for _ in range(200):
+        b = random_backlog(rng, int(rng.integers(1, 8)), 4, costs=costs, zero_sic=True)
+        cap = float(rng.uniform(0, b.total_cost * 1.1))
+        adm = policy.decide(b, cap)
+        assert within_capacity(adm, b, cap) and (adm.keep <= b.count).all()
+        assert nothing_else_fits(adm, b, cap)
+        if not costs:  # equal costs: the capacity is filled as highest-SIC-first fills it
+            want = BalanceSIC(seed=1).decide(b, cap).keep.sum()
+            assert adm.keep.sum() == want
