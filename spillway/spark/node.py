@@ -625,7 +625,6 @@ class Node:
         self.spark.streams.addListener(self._listener)
         self._query_names = names
         self._checkpoints = {p.name: str(root / p.name) for p in plans}
-        self._pool_of = {p.name: p.pool for p in self._layout}
         self.dead_letters = DeadLetters(
             [q.name for q in cfg.queries],
             folders={n: f for n, f in logs.items() if f is not None},
@@ -693,7 +692,7 @@ class Node:
             .option("checkpointLocation", self._checkpoints[plan])
             .trigger(processingTime=f"{self.config.trigger_s} seconds")
         )
-        pool = self._pool_of[plan]
+        pool = next(p.pool for p in self._layout if p.name == plan)
         if pool is None:
             self._queries[plan] = writer.start()
             return
