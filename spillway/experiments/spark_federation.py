@@ -114,10 +114,10 @@ LEVELS: tuple[float, float, float] = (4.0, 3.0, 2.5)
 #: Each node's CPU limit in cores (a cgroup quota, :mod:`spillway.federation.cpu`): three nodes
 #: take 1.5 of the machine's 2 cores, the broker, the coordinator and this process the rest.
 #: Unlimited, the nodes shared the cores as the kernel scheduled them and what one processed
-#: moved by 2x between runs while the three's total held (2026-11-27 23:05 UTC, quick
-#: calibration then uncoordinated then coordinated: node a 619,000 then 482,000 tuples/s, c
-#: 69,000 then 122,000, all three 1,175,000 then 1,111,000), so a node's capacity was not its
-#: own and each mode's Jain followed which node the scheduler favoured.
+#: moved by 2x between runs while the three's total held (EXPERIMENTS.md "Runs 7 and 8", run
+#: 7: node a 619,000 then 482,000 tuples/s, c 69,000 then 122,000, all three 1,175,000 then
+#: 1,111,000), so a node's capacity was not its own. With the limit (run 8) a node's throughput
+#: still differed between modes as the nodes warm through a quick run.
 NODE_CPU = 0.5
 #: The part of the least loaded node's input that is ``shared``'s (the same rate per source on
 #: every node); each node's local query has the rest of its input.

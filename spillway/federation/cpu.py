@@ -4,8 +4,8 @@ THEMIS's nodes are separate machines, each with its own capacity. Several spillw
 machine share its cores instead, and the share each gets is decided by the kernel's scheduler,
 not by the node: measured on 2 cores (three nodes, the broker and the coordinator), what a node
 processed moved by up to 2x between runs at the same input while the three nodes' total held
-(spark-federation, docs/design.md "A node's own CPU"), so a node's capacity was not a property
-of the node. A ``cpu`` limit in the federation file (cores, e.g. 0.5) gives each node a fixed
+(spark-federation, EXPERIMENTS.md "Runs 7 and 8" with the command), so a node's capacity was
+not a property of the node. A ``cpu`` limit in the federation file (cores, e.g. 0.5) gives each node a fixed
 CPU quota, as a machine of that size would: its capacity, which the node still measures itself,
 no longer depends on what the other nodes do.
 
