@@ -6,6 +6,15 @@ streaming queries, and optionally compute the exact answers of the same feeds wi
 shed (the node's batch Spark job, :meth:`~spillway.spark.node.Node.exact_results`). The
 experiments only analyse the returned :class:`LevelRun`; nothing here models Spark.
 
+Which windows have exact answers: those each query's finished micro-batches had closed when
+the node stopped (:attr:`LevelRun.closed_s`, from
+:meth:`~spillway.spark.controller.NodeController.processed`), not every window ending by the
+feed time at the stop. A node decides a window at the first decision at or after its end (one
+every ``span`` intervals) and answers it when that batch finishes, so the last window or two
+before the stop were not answered yet: compared with an exact answer they would read as a
+loss (error 1, SIC 0) the shedding never caused. A closed window without a shed result still
+has its exact answer, and counts as the loss it is (every tuple shed).
+
 Feed time (seconds since the node's epoch) is the clock of every table: ``t`` columns are
 feed seconds, so windows and ticks of one run line up.
 
@@ -33,7 +42,7 @@ import shutil
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -87,7 +96,8 @@ class LevelRun:
     exact : exact result rows of the same windows with nothing shed (same columns), or None.
     ticks : one row per (tick, query) of the node's snapshots (:data:`TICK_COLUMNS`).
     history : the controller's interval records.
-    until_s : feed time up to which exact answers were computed (0 without them).
+    until_s : feed time up to which exact answers were computed (0 without them): the latest
+        of ``closed_s``.
     epoch_s : the node's feed-time origin in Unix seconds.
     ready_s : feed time when every plan had finished its first micro-batches (the cold start:
         Spark starting Python workers); measurements should start after it.
@@ -101,6 +111,10 @@ class LevelRun:
         the exact answers (``Node.exact_user_results``), when ``exact`` was asked.
     set_aside : per query reading a log, its records set aside as ``malformed`` or ``late``
         (``Node.dead_letters.counts()``).
+    closed_s : per query, the feed time up to which its finished micro-batches had closed its
+        windows when the node stopped (NaN: none finished); ``exact`` and ``user_exact`` hold
+        only the windows ending by it.
+    stopped_s : feed time when the node was told to stop (its batches in flight then finish).
     """
 
     results: pd.DataFrame
@@ -118,6 +132,39 @@ class LevelRun:
     user: dict[str, pd.DataFrame] = field(default_factory=dict)
     user_exact: dict[str, pd.DataFrame] = field(default_factory=dict)
     set_aside: dict[str, dict[str, int]] = field(default_factory=dict)
+    closed_s: dict[str, float] = field(default_factory=dict)
+    stopped_s: float = math.nan
+
+
+def exact_span(closed_s: Iterable[float], span_s: float | None) -> tuple[float, float]:
+    """Feed time ``(from, until)`` of the exact answers: until the latest window end the
+    queries' finished micro-batches closed (0 when none finished), from ``span_s`` before it
+    (None: from 0).
+
+    >>> exact_span([126.0, 124.0], 30.0)
+    (96.0, 126.0)
+    >>> exact_span([float("nan")], None)
+    (0.0, 0.0)
+    """
+    until = max((float(c) for c in closed_s if math.isfinite(c)), default=0.0)
+    return (0.0 if span_s is None else max(0.0, until - span_s)), until
+
+
+def closed_windows(rows: pd.DataFrame, closed_s: Mapping[str, float]) -> pd.DataFrame:
+    """The result rows (columns ``query`` and ``window_end_feed_s``, as
+    :meth:`~spillway.spark.node.Node.exact_results` gives them) of windows that end by their
+    query's ``closed_s`` (a query missing from it, or NaN there, keeps none).
+
+    >>> rows = pd.DataFrame({"query": ["a", "a", "b"], "window_end_feed_s": [124., 126., 126.]})
+    >>> closed_windows(rows, {"a": 126.0, "b": 124.0})["window_end_feed_s"].tolist()
+    [124.0, 126.0]
+    """
+    if rows.empty:
+        return rows
+    ends = rows["query"].map(lambda q: closed_s.get(str(q), math.nan)).astype(float)
+    # 1 ms of slack: a replayed file's window end maps back to a feed time floored to 1 µs
+    keep = rows["window_end_feed_s"].astype(float) <= ends + 1e-3
+    return rows[keep.to_numpy()]
 
 
 def input_rate(node: NodeConfig) -> float:
@@ -287,7 +334,8 @@ def run_level(
     """Run ``config`` on a Node for ``duration_s`` seconds of wall time and collect everything.
 
     The node's streaming queries are stopped before the exact job runs, so the two never share
-    the cores. ``spark`` must run nothing else meanwhile.
+    the cores: the node hands out no new data, the batches in flight finish, then the queries
+    stop (:meth:`~spillway.spark.node.Node.halt`). ``spark`` must run nothing else meanwhile.
 
     Parameters
     ----------
@@ -297,10 +345,12 @@ def run_level(
         ``warm_batches`` micro-batches; after the calibration when ``overload`` is set).
     policy : policy object (default: the config's policy by name).
     capacity_tuples_per_s : fixed node capacity; None measures it (cost models).
-    exact : also compute the exact answers of every window the run covered.
+    exact : also compute the exact answers of every window the run closed: per query, the
+        windows ending by the last window its finished micro-batches closed
+        (:attr:`LevelRun.closed_s`; module docstring).
     exact_span_s : only of the windows in the last ``exact_span_s`` seconds of feed time
-        before the stop (the exact job re-reads every tuple that arrived, shed or not: at 10x
-        overload ten times what the node processed); None: of the whole run.
+        before the last window closed (the exact job re-reads every tuple that arrived, shed
+        or not: at 10x overload ten times what the node processed); None: of the whole run.
     tick_s : snapshot period.
     on_tick : called with the feed time after each snapshot (progress display).
     retries : how many times a run that failed transiently (:data:`TRANSIENT`: a Python
@@ -401,9 +451,10 @@ def _run_once(
         feed_end = node.controller.feed_time()
         with warnings.catch_warnings():  # a batch cut short by stop() warns from toPandas
             warnings.simplefilter("ignore", UserWarning)
-            for q in _node_streams(spark, node):
-                q.stop()
+            node.halt()
         epoch = node.controller.epoch_s
+        done = node.controller.processed()[0] - epoch
+        closed = {q.name: float(done[i]) for i, q in enumerate(config.queries)}
         results = _with_time(node.results(), config, epoch)
         history = node.history()
         batches = {p: node.controller.batches(p) for p in node.plans}
@@ -413,10 +464,15 @@ def _run_once(
         user = {name: node.user_results(name) for name in users}
         user_exact: dict[str, pd.DataFrame] = {}
         if exact:
-            until = float(math.floor(feed_end))
-            start = 0.0 if exact_span_s is None else max(0.0, until - exact_span_s)
+            start, until = exact_span(closed.values(), exact_span_s)
             exact_df = _with_time(node.exact_results(until, from_s=start), config, epoch)
-            user_exact = {n: node.exact_user_results(n, until, from_s=start) for n in users}
+            exact_df = closed_windows(exact_df, closed).reset_index(drop=True)
+            user_exact = {
+                n: node.exact_user_results(n, closed[n], from_s=start)
+                if math.isfinite(closed[n])
+                else pd.DataFrame()
+                for n in users
+            }
         set_aside = node.dead_letters.counts()
     finally:
         node.stop()
@@ -436,16 +492,9 @@ def _run_once(
         user=user,
         user_exact=user_exact,
         set_aside=set_aside,
+        closed_s=closed,
+        stopped_s=float(feed_end),
     )
-
-
-def _node_streams(spark: Any, node: Any) -> list[Any]:
-    """The node's streaming queries (the node names them ``spillway-<plan>-<node id>``).
-
-    Stopping them keeps the node's control channel up, which its exact-answer job needs.
-    """
-    suffix = f"-{id(node):x}"
-    return [q for q in spark.streams.active if (q.name or "").endswith(suffix)]
 
 
 def _wait_warm(node: Any, batches: int, timeout_s: float) -> float:

@@ -25,13 +25,17 @@ over both runs' batches (:func:`~spillway.control.batch_fit.operating_capacity`)
 capacity together, the node shedding with BALANCE-SIC for
 ``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
 same functions over everything that arrived in the windows of the last ``exact_span_s`` seconds
-(a keep-all batch read of the same topic offsets); (5) the restart: the checkpoint is left as a
+(a keep-all batch read of the same topic offsets) that the node's finished micro-batches had
+closed when it stopped (:func:`~spillway.experiments._spark_runs.run_level`): the window or two
+not yet decided or still in a batch at the stop are not scored, since the run could not have
+answered them yet, while a closed window without a result is scored as the loss it is; (5) the restart: the checkpoint is left as a
 driver killed right after its sinks wrote the last batch would leave it, and a new Python
 process restarts the node from it (:mod:`spillway.experiments._kafka_replay`); the sinks must
 then hold each result once, with the run's values and SIC, and the batch run again must give
 the same rows.
 
-Per query: window SIC (the result's SIC mass over the exact answer's, the mass of everything
+Per query: the windows scored (``scored_from_s`` to ``scored_until_s``, feed time; the run
+stopped at ``stopped_s``), window SIC (the result's SIC mass over the exact answer's, the mass of everything
 that arrived), window error (mean over the exact answer's routes of the relative error of the
 value; a route missing from the shed result counts 1), and Spearman's rank correlation between
 them; p95 result latency against 3 trigger intervals plus the window; Jain's index over the
@@ -75,6 +79,7 @@ from spillway.experiments._spark_runs import (
     LevelRun,
     batch_capacity,
     check_positive,
+    exact_span,
     experiment_spark,
     measured_overload,
     run_level,
@@ -404,6 +409,10 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
             q: float(np.nanmean([r.query_sic.get(q, math.nan) for r in hist] or [math.nan]))
             for q in VALUES
         }
+        first, _ = exact_span(lr.closed_s.values(), cfg.exact_span_s)
+        out["stopped_s"] = lr.stopped_s
+        out["scored"] = {q: {"from_s": first, "until_s": lr.closed_s.get(q, math.nan)}
+                         for q in VALUES}  # fmt: skip
         out["windows"] = {
             q: window_errors(lr.user.get(q, pd.DataFrame()), lr.user_exact.get(q, pd.DataFrame()),
                              VALUES[q]).to_dict("records")
@@ -525,6 +534,8 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
             "error_mean": float(np.mean(err[ok])) if ok.any() else math.nan,
             "spearman_sic_error": spearman_rho(sic[ok], err[ok]) if ok.sum() >= 3 else math.nan,
             "windows": int(ok.sum()),
+            "scored_from_s": measured.get("scored", {}).get(q, {}).get("from_s", math.nan),
+            "scored_until_s": measured.get("scored", {}).get(q, {}).get("until_s", math.nan),
         }
         tables[f"windows_{q}.csv"] = [dict(r, query=q) for r in rows]
         series[q] = (sic[ok].tolist(), err[ok].tolist())
@@ -560,6 +571,7 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         "latency_p95_all_s": _p95([r["latency_s"] for r in measured.get("latency_windows", [])]),
         "jain": float(jain_index(np.array(sics))) if sics else math.nan,
         "queries": queries,
+        "stopped_s": measured.get("stopped_s"),
         "replay_identical": measured.get("replay_identical"),
         "replay_batch": measured.get("replay_batch"),
         "replay_rows": measured.get("replay_rows"),
@@ -575,7 +587,8 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
     rows = [{"query": q, **v} for q, v in queries.items()]
     sections = [("Queries", markdown_table(rows, ["query", "sic_mean", "window_sic_mean",
                                                     "error_mean", "spearman_sic_error",
-                                                    "windows"]))]  # fmt: skip
+                                                    "windows", "scored_from_s",
+                                                    "scored_until_s"]))]  # fmt: skip
     return Analysis(
         values=values, checks=checks(cfg, measured), tables=tables, figures=figures,
         setup=_setup(cfg, measured), paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
@@ -620,7 +633,10 @@ def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
         f"keep-all runs, producers at {PROBE_RATE:,.0f} and at {cfg.level:g}x the "
         f"{first:,.0f} rows over batch time of the first) together; "
         f"{cfg.duration_s:g} s once warm, the first {cfg.warmup_s:g} s not measured; exact "
-        f"answers over the last {cfg.exact_span_s:g} s; results to one Parquet folder per query."
+        f"answers of the windows of the last {cfg.exact_span_s:g} s the node's finished "
+        f"micro-batches had closed when it stopped (at feed time "
+        f"{num(measured.get('stopped_s', math.nan))} s; per query the span scored is in the "
+        f"table); results to one Parquet folder per query."
     )
 
 

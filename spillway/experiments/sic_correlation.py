@@ -288,25 +288,22 @@ def level_config(config: SicCorrelationConfig, n: int) -> tuple[NodeConfig, list
 def compared_windows(
     run_results: pd.DataFrame, run_exact: pd.DataFrame, kind: str, *, warmup_s: float
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Shed and exact rows of ``kind`` over the windows both cover.
+    """Shed and exact rows of ``kind`` of the windows from ``warmup_s`` (feed seconds, column
+    ``t``) on.
 
-    Windows from ``warmup_s`` (feed seconds, column ``t``) up to the last window the streaming
-    run produced for that kind: a later window was not processed before the run stopped, while
-    an earlier one with no shed row lost every tuple to shedding (its error is counted).
+    The exact answers hold only the windows the streaming run had closed when it stopped
+    (:func:`~spillway.experiments._spark_runs.run_level`), so an exact window with no shed row
+    lost every tuple to shedding, and its error counts, up to the last one (before, the last
+    shed window cut the comparison short, and a tail of windows shed whole went unseen).
 
     >>> shed = pd.DataFrame({"kind": ["avg"] * 3, "t": [0.0, 1.0, 2.0]})
     >>> exact = pd.DataFrame({"kind": ["avg"] * 4, "t": [0.0, 1.0, 2.0, 3.0]})
     >>> [len(x) for x in compared_windows(shed, exact, "avg", warmup_s=1.0)]
-    [2, 2]
+    [2, 3]
     """
     shed = run_results[run_results["kind"] == kind]
     exact = run_exact[run_exact["kind"] == kind]
-    if shed.empty:
-        return shed, exact.iloc[0:0]
-    last = float(shed["t"].max())
-    keep_s = (shed["t"] >= warmup_s) & (shed["t"] <= last)
-    keep_e = (exact["t"] >= warmup_s) & (exact["t"] <= last)
-    return shed[keep_s], exact[keep_e]
+    return shed[shed["t"] >= warmup_s], exact[exact["t"] >= warmup_s]
 
 
 def level_windows(

@@ -598,6 +598,8 @@ class _PlanState:
     acked_b: int = 0
     acked_t_us: int = 0
     acked_end: np.ndarray | None = None
+    #: The last boundary of a batch the progress listener saw finish (:meth:`observe_batch`).
+    done_b: int = 0
     pending: list[_Segment] = field(default_factory=list)
     batches: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=10_000))
 
@@ -2242,6 +2244,8 @@ class NodeController:
                     boundary = PlanOffset.from_json(end_offset).boundary
                 except InputDataError:
                     boundary = None
+            if boundary is not None:
+                st.done_b = max(st.done_b, boundary)
             st.batches.append(
                 {
                     "batch_id": batch_id,
@@ -2356,21 +2360,28 @@ class NodeController:
     def processed(self) -> tuple[np.ndarray, np.ndarray]:
         """Per query, how far Spark has processed it: ``(done, decided)`` in Unix seconds.
 
-        ``done`` is the feed time (as Unix time) its plan's last committed batch decided it up
+        ``done`` is the feed time (as Unix time) its plan's last finished batch decided it up
         to (every window ending by then has been through the sink); ``decided`` is that
         batch's boundary (epoch + boundary · trigger), no later than when its input was cut.
-        NaN for a query whose plan committed no batch yet. A federation node reports both to
-        the query coordinator (:meth:`spillway.quality.coordination.SicCoordinator.progress`).
+        A batch counts as finished once Spark acknowledged it (its end offset came back as the
+        start of the next request, or in ``commit``) or once the progress listener reported it
+        (:meth:`observe_batch`), whichever came first: Spark acknowledges a batch only when it
+        plans the next one, so a query stopped after its last batch never acknowledges it.
+        NaN for a query whose plan finished no batch yet. A federation node reports both to
+        the query coordinator (:meth:`spillway.quality.coordination.SicCoordinator.progress`);
+        an experiment scores exact answers only up to ``done``
+        (:func:`spillway.experiments._spark_runs.run_level`).
         """
         done = np.full(self.n_queries, np.nan)
         decided = np.full(self.n_queries, np.nan)
         with self._lock:
             for st in self._plans.values():
-                if st.acked_b <= 0:
+                b = max(st.acked_b, st.done_b)
+                if b <= 0:
                     continue
                 qids = np.array([q.query_id for q in st.spec.queries], dtype=np.int64)
-                done[qids] = self.epoch_s + self._t_end_us(st.acked_b, qids) / 1e6
-                decided[qids] = self.epoch_s + st.acked_b * self.config.trigger_s
+                done[qids] = self.epoch_s + self._t_end_us(b, qids) / 1e6
+                decided[qids] = self.epoch_s + b * self.config.trigger_s
         return done, decided
 
     def plans_asked(self) -> set[str]:

@@ -102,18 +102,23 @@ def test_level_config_hosts_n_queries_per_case_at_fixed_capacity():
 # ------------------------------------------------------------------------------ points
 
 
-def test_compared_windows_drop_warmup_and_unprocessed_tail():
+def test_compared_windows_drop_the_warmup_and_keep_every_closed_window():
+    # run_level's exact answers end at the last window the run closed: a closed window after
+    # the last shed one lost everything to shedding and counts (it used to be cut off)
     shed = _frame("avg", 0, [1.0, 2.0, 3.0], [0.1] * 3, t0=0.0)
     exact = _frame("avg", 0, [1.0, 2.0, 3.0, 4.0, 5.0], [0.1] * 5, t0=0.0)
     s, e = sc.compared_windows(shed, exact, "avg", warmup_s=1.0)
     assert s["t"].tolist() == [1.0, 2.0]
-    assert e["t"].tolist() == [1.0, 2.0]
+    assert e["t"].tolist() == [1.0, 2.0, 3.0, 4.0]
 
 
-def test_compared_windows_without_shed_rows_compare_nothing():
+def test_compared_windows_without_shed_rows_count_every_exact_window():
     exact = _frame("avg", 0, [1.0], [0.1])
     s, e = sc.compared_windows(exact.iloc[0:0], exact, "avg", warmup_s=0.0)
-    assert s.empty and e.empty
+    assert s.empty and len(e) == 1
+    w = sc.level_windows(s, e, [sc.Case(kind="avg", dataset="gaussian", sources=1, rate=1.0)],
+                         level=1, stw_s=10.0, window_s=1.0, warmup_s=0.0)  # fmt: skip
+    assert w[["sic", "error", "used"]].values.tolist() == [[0.0, 1.0, True]]
 
 
 def _point(shed, exact, cases, level=1, per_query=False):
@@ -219,10 +224,10 @@ def test_step_points_pool_queries_of_a_case_and_query_points_keep_them_apart():
     assert [(p["query_id"], round(p["error"], 6)) for p in per_q] == [(0, 0.1), (1, 0.3), (2, 0.2)]
 
 
-def test_windows_of_a_step_without_shed_results_are_empty():
+def test_windows_of_a_step_without_exact_answers_are_empty():
     case = sc.Case(kind="avg", dataset="gaussian", sources=1, rate=400.0)
     exact = _frame("avg", 0, [10.0], [0.1])
-    w = sc.level_windows(exact.iloc[0:0], exact, [case], level=1, stw_s=10, window_s=1,
+    w = sc.level_windows(exact, exact.iloc[0:0], [case], level=1, stw_s=10, window_s=1,
                          warmup_s=0)  # fmt: skip
     assert w.empty and list(w.columns) == list(sc.WINDOW_COLUMNS)
     assert sc.aggregate(w) == []

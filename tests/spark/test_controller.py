@@ -841,6 +841,24 @@ def test_processed_is_what_spark_committed_not_what_was_decided():
     assert c.processed()[0].tolist()[:2] == [102.0, 102.0]
 
 
+def test_processed_counts_the_last_batch_the_listener_saw_finish():
+    """A query stopped after its last batch never asks from that batch's end, so Spark never
+    acknowledges it; the progress listener did see it finish. Before the fix ``processed()``
+    read only Spark's acknowledgements and gave 101.0 here: the windows of 101-102 s, in the
+    sinks, counted as not processed, and (worse) an experiment scoring exact answers up to
+    the feed time at the stop counted the windows the stopped node had not even decided."""
+    c = _controller()
+    a = c.latest_offset("avg", c.initial_offset("avg"))
+    b = c.latest_offset("avg", a)  # Spark ran a (acknowledged) and now runs b
+    assert c.processed()[0].tolist()[:2] == [101.0, 101.0]
+    c.observe_batch("avg", rows=40, duration_s=0.3, end_offset=b, batch_id=2)  # b finished
+    done, decided = c.processed()
+    assert done.tolist()[:2] == [102.0, 102.0] and decided.tolist()[:2] == [102.0, 102.0]
+    assert np.isnan(done[2])  # plan "max" ran nothing
+    c.observe_batch("avg", rows=40, duration_s=0.3, end_offset=a, batch_id=1)  # a late event
+    assert c.processed()[0].tolist()[:2] == [102.0, 102.0]  # never moves back
+
+
 def test_a_batch_that_kept_nothing_teaches_the_fixed_cost_not_a_per_arrived_one():
     # Node c of spark-federation (issue 11): 300,000 arrivals an interval, every lane shed
     # whole, each batch 0.8 s (its fixed cost: two sources and a Kafka link). The arrivals do
