@@ -100,7 +100,8 @@ class IntervalStats:
     outputs : result tuples produced in the interval, all queries together (a shared operator
         or a join may give more than one per input tuple; CTRL's virtual queue counts them).
     queued_load : CPU-seconds of work waiting at the end of the interval (SEaMLeSS's queued
-        load, Pham Eq. 4.1), tuples that arrived but were not yet read included.
+        load, Pham Eq. 4.1), tuples that arrived but were not yet read included, after the
+        shedding in effect (a tuple the shedder will drop is not work waiting).
     response_time_s : mean response time (output time − arrival time, Pham Def. 3) of the
         results produced in the interval; None when there were none.
     """

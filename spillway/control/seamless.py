@@ -9,9 +9,36 @@ Pham §4.2 (SMDB 2013). Two loops:
   added to the queue next period; ``v = u + H·T`` may be admitted and ``L^(k−1)·T − v`` is shed,
   the last period's load standing in for the next one's;
 - outer, every ``period`` control periods: ``H ← H · D / D'`` (§4.2.2), ``D'`` the mean measured
-  response time over the periods of that window in which shedding was in effect. A window with
-  shedding in fewer than half of its periods is skipped: outside sustained shedding the
-  response time does not converge to anything ``H`` explains (transitions, normal load).
+  response time of the results of the periods of that window in which shedding was in effect.
+  A window with shedding in fewer than half of its periods is skipped: outside sustained
+  shedding the response time does not converge to anything ``H`` explains (transitions,
+  normal load).
+
+Interpretations (docs/design.md, decisions):
+
+- ``D'`` is "the average real response time over a number of periods when shedding is
+  applied" (§4.2.2): a response time is a result's (Def. 3), so the average is over the
+  results of those periods, each period's mean weighted by its ``outputs`` (``processed``
+  when it reports no outputs, 1 when it reports neither). Before, every period's mean weighed
+  the same: a period of 10 results counted as much as one of 10,000, while the delay
+  violation the target is judged by is per result;
+- ``P`` is Pham's count of control periods (30; best 20-40, §4.3.3.3) of his control period
+  ``T`` (0.5 s). A runtime whose decisions cover varying stretches (a Spark node decides once
+  per micro-batch, every 2-6 trigger intervals) sets ``control_period_s``, the length one
+  control period stands for (on Spark the trigger interval, the unit ``D`` is given in), and
+  the window then counts the feed time its decisions covered: ``P`` periods are ``P · T``
+  seconds, however many decisions that is; the half-shedding rule counts time too. Before,
+  every decision counted as one period: 30 decisions of 1-3 s made a window of 30-90 s
+  (Pham's 60-180 periods, past the slow end of his sweep) and a 40 s run never adjusted
+  ``H``. Without ``control_period_s`` every step is one period (the queue model's fixed
+  intervals);
+- ``qL`` is the work that will be done: tuples waiting unread count after the shedding in
+  effect. AQSIOS embeds the shedder in the source operators (§6.1.1 Fig. 22, §6.1.4; Ch. 4
+  does not say where SEaMLeSS sheds), so Eq. 4.1's load coefficient behind a source, from
+  measured selectivities (Eq. 3.2), carries its kept share; and Eqs. 4.2-4.3 keep the queue
+  apart from the load ``L`` shed from. The runtime measures it so
+  (:class:`~spillway.control.load_manager.IntervalStats`; on Spark
+  ``NodeController._work_and_queued``).
 
 Unlike CTRL it works on any query network (the queued load replaces the tuple count) and needs
 no hand-tuned ``H``; like CTRL it assumes a fair scheduler and the count of arrived but unread
@@ -64,6 +91,8 @@ class SeamlessConfig(LoadManagerConfig):
     capacity : the initial headroom factor ``H`` (learned from then on).
     target_s : the delay target ``D`` (s).
     period : the headroom adjustment period ``P`` in control periods (Pham: 30; best 20-40).
+    control_period_s : the length (s) of one control period; a step then counts as
+        ``interval_s / control_period_s`` periods. None: every step is one period.
     pole : closed-loop pole of the controller, in [0, 1).
     min_capacity, max_capacity : bounds of the learned ``H`` (a guard against a degenerate
         ``D'``; not in the thesis).
@@ -74,6 +103,7 @@ class SeamlessConfig(LoadManagerConfig):
 
     target_s: float = 2.0
     period: int = 30
+    control_period_s: float | None = None
     pole: float = 0.7
     min_capacity: float = 1e-3
     max_capacity: float = 64.0
@@ -82,6 +112,8 @@ class SeamlessConfig(LoadManagerConfig):
         super().__post_init__()
         check_number("target_s", self.target_s, low=0, low_ok=False)
         check_count("period", self.period, low=1)
+        if self.control_period_s is not None:
+            check_number("control_period_s", self.control_period_s, low=0, low_ok=False)
         gains_for_pole(self.pole)
         check_number("min_capacity", self.min_capacity, low=0, low_ok=False)
         check_number("max_capacity", self.max_capacity, low=self.min_capacity)
@@ -99,17 +131,20 @@ class SeamlessState:
     error : the previous ``e = y − D`` (s).
     output : the previous realised controller output ``u`` (CPU-seconds).
     window : control periods seen in the current adjustment window.
-    shedding_periods : periods of the window with shedding in effect and a response time.
-    response_sum_s : sum of those periods' mean response times.
+    shedding_periods : control periods of the window with shedding in effect and a response
+        time.
+    response_sum_s : sum of those periods' mean response times, each times its results.
+    response_rows : the results those means are over (their weights).
     """
 
     capacity: float
     drop: float = 0.0
     error: float = 0.0
     output: float = 0.0
-    window: int = 0
-    shedding_periods: int = 0
+    window: float = 0.0
+    shedding_periods: float = 0.0
     response_sum_s: float = 0.0
+    response_rows: float = 0.0
 
 
 def initial_state(config: SeamlessConfig) -> SeamlessState:
@@ -121,17 +156,25 @@ def _adjust_headroom(
     config: SeamlessConfig, state: SeamlessState, stats: IntervalStats
 ) -> SeamlessState:
     """The outer loop: collect ``D'`` while shedding, every ``P`` periods ``H ← H·D/D'``."""
-    window = state.window + 1
-    periods, total = state.shedding_periods, state.response_sum_s
+    step_periods = 1.0
+    if config.control_period_s is not None:
+        step_periods = stats.interval_s / config.control_period_s
+    window = state.window + step_periods
+    periods, total, rows = state.shedding_periods, state.response_sum_s, state.response_rows
     if state.drop > 0 and stats.response_time_s is not None:
-        periods, total = periods + 1, total + stats.response_time_s
-    if window < config.period:
-        return replace(state, window=window, shedding_periods=periods, response_sum_s=total)
+        n = float(stats.outputs or stats.processed or 1)
+        periods, total, rows = periods + step_periods, total + n * stats.response_time_s, rows + n
+    if window < config.period - 1e-9:
+        return replace(
+            state, window=window, shedding_periods=periods, response_sum_s=total, response_rows=rows
+        )
     h = state.capacity
-    if 2 * periods >= config.period and total > 0:
-        measured = total / periods  # D'
+    if 2 * periods >= window and total > 0:
+        measured = total / rows  # D': the mean over the results of the shedding periods
         h = min(max(h * config.target_s / measured, config.min_capacity), config.max_capacity)
-    return replace(state, capacity=h, window=0, shedding_periods=0, response_sum_s=0.0)
+    return replace(
+        state, capacity=h, window=0.0, shedding_periods=0.0, response_sum_s=0.0, response_rows=0.0
+    )
 
 
 def step(

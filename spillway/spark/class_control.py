@@ -15,7 +15,8 @@ lanes (Pham §6.1, Fig. 3):
 - ``processed`` and ``response_time_s``: the class's admitted rows of the micro-batches that
   finished, and their mean response time (arrival → result, Pham Def. 3): the feed time the
   batch finished minus the mean arrival time of the class's rows it held;
-- ``queued_load``: the class's admitted tuples not yet processed plus its arrivals.
+- ``queued_load``: the class's admitted tuples not yet processed plus its arrivals after the
+  shedding in effect (as :mod:`spillway.spark.load_control` measures it).
 
 Each class's drop fraction becomes the budget of that class's lanes: the policy is asked once
 per class, over that class's backlog only, to keep ``(1 − drop_k)`` of it (the ``dilos`` policy

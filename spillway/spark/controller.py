@@ -963,6 +963,8 @@ class NodeController:
             [np.asarray(q.feed.start_offsets(), dtype=np.int64) for q in self._queries]
         )
         self._decided = self._start.copy()
+        #: Every lane's kept share at its last decision with arrivals (the shedding in effect).
+        self._kept_share = np.ones(n_lanes)
         self._arrived_tau = np.zeros(n_lanes, dtype=np.int64)
         stw = StwConfig(stw_s=self.config.stw_s, slide_s=self.config.trigger_s)
         self._stw = StwCounter(stw, n_lanes=n_lanes)
@@ -1354,6 +1356,7 @@ class NodeController:
             self.load_control.note_dropped(int((count - keep).sum()))
             self._note_rows(k, count, keep, t0_us, t1_us, self._one_group, 1)
         self._decided = np.maximum(self._decided, arrived_end)
+        self._kept_share = np.where(count > 0, keep / np.maximum(count, 1), self._kept_share)
         grouped = units is not None and units.grouped
         bounds = None
         if units is not None and units.grouped:
@@ -1515,9 +1518,20 @@ class NodeController:
         """Per group of lanes (``lane_group``: each lane's group, ``n_groups`` of them): the
         executor time ``count`` arrivals need at the plans' fitted costs ``est`` with nothing
         shed (a plan's overhead split over the groups by their arrivals, every arrival at its
-        kept and its arrived cost, as the calibration measures the node's capacity), and that
-        plus the time of the admitted tuples not yet processed (the queued load: their kept
-        cost and their segments' arrived cost). One group: the whole node.
+        kept and its arrived cost, as the calibration measures the node's capacity), and the
+        queued load (SEaMLeSS Eq. 4.1): the time of the admitted tuples not yet processed
+        (their kept cost and their segments' arrived cost) plus the time the ``count``
+        arrivals need after the shedding in effect (each lane's kept share at its last
+        decision). One group: the whole node.
+
+        The arrivals count in the queue at the shedding in effect, not at their full cost:
+        Pham's AQSIOS embeds the shedder in the source operators (§6.1.1, §6.1.4), so tuples
+        waiting unread at a source are read through it, and Eq. 4.1 weights them by the load
+        coefficient of the branch behind the source, whose measured selectivity is the kept
+        share. At full cost (before) the
+        queue held the arrivals this decision sheds, counted again as the load ``L`` it sheds
+        from: SEaMLeSS's estimate ``qL / H`` then had a floor ``L·T / H`` no shedding lowers,
+        and above ``D`` its controller wound up to the highest drop.
 
         Both per-tuple terms count: when nothing is shed the cost model cannot tell them apart
         and its prior splits them, while a run that sheds fits the split, so a load at the
@@ -1530,14 +1544,19 @@ class NodeController:
             per_g = np.bincount(lane_group[ln], weights=count[ln], minlength=n_groups)
             total = float(per_g.sum())
             if total > 0:
-                work += e.overhead_s * per_g / total + (e.per_tuple_s + e.per_arrived_s) * per_g
+                fixed = e.overhead_s * per_g / total + e.per_arrived_s * per_g
+                work += fixed + e.per_tuple_s * per_g
+                kept_g = np.bincount(
+                    lane_group[ln], weights=count[ln] * self._kept_share[ln], minlength=n_groups
+                )
+                queued += fixed + e.per_tuple_s * kept_g
             for seg in st.pending:
                 queued += e.per_tuple_s * np.bincount(
                     lane_group[ln], weights=seg.keep, minlength=n_groups
                 ) + e.per_arrived_s * np.bincount(
                     lane_group[ln], weights=seg.end - seg.start, minlength=n_groups
                 )
-        return work, queued + work
+        return work, queued
 
     def _class_drops(
         self, k: int, tau: float, count: np.ndarray, est: Mapping[str, CostEstimate]

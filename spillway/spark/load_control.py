@@ -20,7 +20,11 @@ What is measured, per interval ``T`` (one trigger interval times the batch span)
   time of a decision's rows is the midpoint of the arrival span it covered (the feeds' rates
   are constant within an interval);
 - ``queued_load`` (SEaMLeSS Eq. 4.1): CPU-seconds waiting: the admitted tuples not yet
-  processed plus the interval's arrivals, at the fitted per-tuple cost.
+  processed plus the interval's arrivals after the shedding in effect (the kept share of the
+  last decision: Pham's AQSIOS sheds in the source operators, so unread tuples are read
+  through the shedder),
+  at the fitted costs. At their full cost the arrivals this decision sheds would sit in the
+  queue and in ``load`` at once (``NodeController._work_and_queued``).
 
 The delay target ``D`` is given in trigger intervals (``target_intervals``); on Spark it is
 ``D = target_intervals · trigger_s`` seconds (Pham's 300-500 ms against a 150 ms cycle become 2-4
@@ -93,8 +97,11 @@ class LoadControlConfig:
         """The manager's config for a node whose trigger interval is ``trigger_s``."""
         lm = load_manager(self.manager)
         settings = dict(self.settings)
-        if "target_s" in {f.name for f in fields(lm.config_class)}:
+        names = {f.name for f in fields(lm.config_class)}
+        if "target_s" in names:
             settings["target_s"] = self.target_intervals * trigger_s
+        if "control_period_s" in names:  # SEaMLeSS's P counts trigger intervals, not batches
+            settings.setdefault("control_period_s", trigger_s)
         return lm.config(**settings)
 
 

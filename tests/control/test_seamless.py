@@ -31,6 +31,47 @@ def test_headroom_follows_d_over_d_prime_after_a_window_of_shedding():
     assert state.window == 0 and state.shedding_periods == 0
 
 
+def test_d_prime_is_the_mean_over_the_results_not_over_the_periods():
+    # Four shedding periods: 900 results at 1 s and 100 at 3 s, twice. D' is the mean response
+    # time of those 2,000 results (Pham §4.2.2, a response time is a result's): 1.2 s, so
+    # H = 0.9 · 2 / 1.2 = 1.5. Before, each period's mean weighed the same: D' = 2 s, H stayed
+    # at 0.9 while nine results in ten were at 1 s.
+    cfg = SeamlessConfig(capacity=0.9, target_s=2.0, period=4)
+    state = SeamlessState(capacity=0.9, drop=0.2)
+    for rt, n in ((1.0, 900), (3.0, 100), (1.0, 900), (3.0, 100)):
+        stats = replace(S, queued_load=3.0, response_time_s=rt, processed=n, outputs=n)
+        state, d = step(cfg, state, stats)
+    assert d.capacity == pytest.approx(1.5)
+    # without outputs the processed rows weigh a period's mean; with neither, it weighs 1
+    state = SeamlessState(capacity=0.9, drop=0.2)
+    for rt, n in ((1.0, 3), (4.0, 0)):
+        stats = replace(S, queued_load=3.0, response_time_s=rt, processed=n)
+        state, d = step(replace(cfg, period=2), state, stats)
+    assert d.capacity == pytest.approx(0.9 * 2.0 / ((3 * 1.0 + 4.0) / 4))
+
+
+def test_the_window_counts_control_periods_of_feed_time_not_decisions():
+    # P = 4 control periods of 0.5 s = 2 s of feed time. Decisions covering 1 s each (a
+    # micro-batch spanning two trigger intervals) close it after 2 decisions: D' = 3 s, so
+    # H = 0.9 · 2 / 3. Before, every decision counted as one period: after 2 decisions H was
+    # still 0.9 and the window closed only after 4 (4 s, 8 periods).
+    cfg = SeamlessConfig(capacity=0.9, target_s=2.0, period=4, control_period_s=0.5)
+    state = SeamlessState(capacity=0.9, drop=0.2)
+    caps = []
+    for _ in range(2):
+        stats = replace(S, interval_s=1.0, queued_load=3.0, response_time_s=3.0)
+        state, d = step(cfg, state, stats)
+        caps.append(d.capacity)
+    assert caps == [0.9, pytest.approx(0.6)]
+    assert state.window == 0
+    # a window with shedding in under half of its time is skipped (1 s of 2.5 s shed)
+    state = SeamlessState(capacity=0.9, drop=0.2)
+    state, _ = step(cfg, state, replace(S, interval_s=1.0, queued_load=0.0))
+    assert state.drop == 0.0 and state.shedding_periods == pytest.approx(2.0)
+    state, d = step(cfg, state, replace(S, interval_s=1.5, queued_load=0.0))
+    assert d.capacity == 0.9 and state.window == 0
+
+
 def test_periods_without_shedding_do_not_count():
     cfg = SeamlessConfig(capacity=0.9, period=4)
     state = SeamlessState(capacity=0.9, drop=0.0, window=3, shedding_periods=1, response_sum_s=5.0)

@@ -39,6 +39,7 @@ def test_target_in_intervals_becomes_seconds():
     cfg = LoadControlConfig(manager="seamless", target_intervals=4, settings={"period": 5})
     assert cfg.manager_config(0.5).target_s == 2.0
     assert cfg.manager_config(0.5).period == 5
+    assert cfg.manager_config(0.5).control_period_s == 0.5  # P counts trigger intervals
     assert not hasattr(LoadControlConfig(manager="aurora").manager_config(0.5), "target_s")
 
 
@@ -158,3 +159,31 @@ def test_every_plan_s_batch_gets_its_response_time():
     c.observe_batch("max", rows=20, duration_s=0.2, end_offset=m1, start_offset=m0)
     c.decide(3)
     assert c.load_control.records[-1]["response_time_s"] == pytest.approx(2.0 - 0.5)
+
+
+def test_the_queued_load_counts_the_arrivals_after_the_shedding_in_effect():
+    # Decision 1 keeps 44 of 100 tuples; its batches are committed, so nothing admitted waits
+    # when decision 2 measures the queue. Decision 2's 100 arrivals are read through the
+    # shedder at the kept share in effect (Pham's sources embed it, Eq. 4.1): overheads 0.6 s
+    # + arrived cost 0.1 s + kept cost 100 · 2 ms · 0.44 = 0.788 s. Before, they counted at
+    # their full cost, 0.9 s, the load the decision sheds from: SEaMLeSS's qL / H could not
+    # fall below L·T / H however much it shed.
+    lc = LoadControlConfig(manager="aurora", target_intervals=2, settings={"capacity": 0.4})
+    costs = CostModelConfig(warmup_batches=2, prior_per_tuple_s=2e-3, prior_per_arrived_s=1e-3)
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, load_control=lc, cost_model=costs)
+    c = NodeController(cfg, _plans(), make_policy("uniform", seed=1), epoch_s=100.0)
+    a0, m0 = c.initial_offset("avg"), c.initial_offset("max")
+    a1, m1 = c.latest_offset("avg", a0), c.latest_offset("max", m0)
+    c.commit("avg", a1)
+    c.commit("max", m1)
+    assert not c._plans["avg"].pending and not c._plans["max"].pending
+    c.decide(2)
+    first, second = c.history()[-2:]
+    kept = first.admitted_tuples / first.arrived_tuples
+    assert (first.arrived_tuples, first.admitted_tuples, second.arrived_tuples) == (100, 44, 100)
+    est = c.cost_estimates()
+    fixed = sum(e.overhead_s for e in est.values()) + est["avg"].per_arrived_s * 100
+    rec = c.load_control.records[-1]
+    assert rec["load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100)  # 0.9: all of it
+    assert rec["queued_load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100 * kept)
+    assert rec["queued_load"] == pytest.approx(0.788)
