@@ -19,9 +19,11 @@ import sys
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from spillway.errors import SpillwayError
+from spillway.federation.cpu import limited_argv
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -43,9 +45,13 @@ class TopicLoad:
 
 
 class Producers:
-    """One ``spillway produce`` process per topic of ``loads`` (``{topic: TopicLoad}``)."""
+    """One ``spillway produce`` process per topic of ``loads`` (``{topic: TopicLoad}``); with
+    ``procs_file``, each starts in the cgroup whose ``cgroup.procs`` that is (outside a node's
+    CPU quota: :mod:`spillway.experiments._node_cpu`)."""
 
-    def __init__(self, conn: Any, loads: Mapping[str, TopicLoad], seed: int) -> None:
+    def __init__(
+        self, conn: Any, loads: Mapping[str, TopicLoad], seed: int, procs_file: Path | None = None
+    ) -> None:
         for topic, load in loads.items():
             if not (math.isfinite(load.per_source) and load.per_source > 0):
                 raise SpillwayError(
@@ -61,6 +67,8 @@ class Producers:
         for i, (topic, load) in enumerate(loads.items()):
             cmd = [sys.executable, "-c", cli, *load.argv(topic, seed + i),
                    "--bootstrap", conn.bootstrap_servers]  # fmt: skip
+            if procs_file is not None:
+                cmd = limited_argv(cmd, procs_file)
             self.procs.append(
                 (topic, subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE))
             )

@@ -66,6 +66,7 @@ import numpy as np
 from spillway.config import NodeConfig, QuerySpec
 from spillway.control.batch_fit import operating_capacity
 from spillway.errors import ConfigError, SpillwayError, UnknownNameError
+from spillway.experiments._node_cpu import node_on_cores
 from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
     KEEP_ALL,
@@ -77,6 +78,7 @@ from spillway.experiments._spark_runs import (
 )
 from spillway.experiments.checks import Check, compare, every, not_applicable, within
 from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.federation.cpu import check_cores
 from spillway.progress import report
 from spillway.reporting import markdown_table, num
 from spillway.run_report import LATENCY_TRIGGERS
@@ -157,6 +159,9 @@ class OverloadConfig:
     warmup_s : the first seconds of that are not measured.
     trigger_s : trigger interval = shedding interval = window of both queries.
     plain_spark : also run plain Spark on the Kafka input of the highest level.
+    node_cpu : the node's own cores (a cgroup CPU quota on this process and its Spark JVM:
+        :mod:`spillway.experiments._node_cpu`), producers and broker outside them; None: the
+        node shares the machine with its input.
     seed : seed of feeds and policies.
     master : Spark master URL.
     """
@@ -168,6 +173,7 @@ class OverloadConfig:
     warmup_s: float = 10.0
     trigger_s: float = 1.0
     plain_spark: bool = True
+    node_cpu: float | None = None
     seed: int = 0
     master: str = "local[2]"
 
@@ -186,6 +192,8 @@ class OverloadConfig:
         for name in ("duration_s", "trigger_s"):
             check_positive(name, getattr(self, name))
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
+        if self.node_cpu is not None:
+            object.__setattr__(self, "node_cpu", check_cores(self.node_cpu, "node_cpu"))
         if self.warmup_s >= self.duration_s:
             raise ConfigError(
                 f"warmup_s ({self.warmup_s}) must be below duration_s ({self.duration_s})"
@@ -364,9 +372,11 @@ def measure_generated(
     return fit, runs
 
 
-def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> Producers:
+def _producers(
+    conn: Any, topics: Mapping[str, str], rate: float, seed: int, home: Path | None = None
+) -> Producers:
     """One ``spillway produce`` per query's topic, ``rate`` tuples/s in all (split as the
-    workload's base rates)."""
+    workload's base rates); with ``home``, started in that cgroup (outside the node's)."""
     if not (math.isfinite(rate) and rate > 0):
         raise SpillwayError(f"the producers' rate must be > 0 tuples/s, got {rate!r}")
     loads = {
@@ -374,7 +384,7 @@ def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> 
                                 per_source=rate * base / base_rate())
         for name, (feed, options, base) in QUERIES.items()
     }  # fmt: skip
-    return Producers(conn, loads, seed)
+    return Producers(conn, loads, seed, procs_file=home)
 
 
 def _fresh_topics(conn: Any, tag: str) -> dict[str, str]:
@@ -388,20 +398,21 @@ def _fresh_topics(conn: Any, tag: str) -> dict[str, str]:
 
 def _kafka_run(cfg: OverloadConfig, spark: Any, conn: Any, policy: Any, rate: float,
                tag: str, *, keep_all: bool = False, duration_s: float | None = None,
-               background_rate: float = 0.0) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
+               background_rate: float = 0.0,
+               home: Path | None = None) -> tuple[LevelRun, dict[str, Any]]:  # fmt: skip
     """One node reading fresh topics produced at ``rate``; with ``background_rate``, more
     producers send that much to topics no node reads (the broker and the cores loaded as by
-    a faster input)."""
+    a faster input); producers start in the cgroup ``home`` when given."""
     topics = _fresh_topics(conn, tag)
     name = policy if isinstance(policy, str) else policy.name
     node = node_config(cfg, name, 1.0, topics=topics, conn=conn)
     background = (
-        _producers(conn, _fresh_topics(conn, f"{tag}-bg"), background_rate, cfg.seed + 100)
+        _producers(conn, _fresh_topics(conn, f"{tag}-bg"), background_rate, cfg.seed + 100, home)
         if background_rate > 0
         else None
     )
     try:
-        producers = _producers(conn, topics, rate, cfg.seed)
+        producers = _producers(conn, topics, rate, cfg.seed, home)
         try:
 
             def tick(_t: float) -> None:
@@ -468,7 +479,9 @@ def level_capacity(
     return {**rounds[-1], "rounds": rounds}
 
 
-def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> dict[str, Any]:
+def plain_spark_run(
+    cfg: OverloadConfig, spark: Any, conn: Any, rate: float, home: Path | None = None
+) -> dict[str, Any]:
     """Spark's own Kafka source, the same grouped means, nothing shed, at ``rate``: per batch
     its rows, duration and consumer lag (the rows each batch found waiting); window latency."""
     from pyspark.sql import functions as F
@@ -504,7 +517,7 @@ def plain_spark_run(cfg: OverloadConfig, spark: Any, conn: Any, rate: float) -> 
         .option("subscribe", ",".join(topics.values())).option("startingOffsets", "earliest")
         .load().select("topic", "value", "timestamp")
     )  # fmt: skip
-    producers = _producers(conn, topics, rate, cfg.seed)
+    producers = _producers(conn, topics, rate, cfg.seed, home)
     query = (
         rows.writeStream.foreachBatch(stop_safe(sink, "the plain Spark query"))
         .option("checkpointLocation", ckpt).trigger(processingTime=window).start()
@@ -550,12 +563,13 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
     from spillway.testing import running_broker
 
     out: dict[str, Any] = {"runs": [], "level_capacity": {}}
-    with running_broker() as state:
+    # the broker starts before the node enters its group: it is input, like the producers
+    with running_broker() as state, node_on_cores(spark, cfg.node_cpu) as home:
         conn = state.connection()
         probe_s = max(cfg.warmup_s, cfg.duration_s / 3)
         report(f"overload: kafka capacity, every tuple kept, producers at {KAFKA_PROBE:,.0f}")
         first, sent1 = _kafka_run(cfg, spark, conn, "balance-sic", KAFKA_PROBE, "capacity1",
-                                  keep_all=True, duration_s=probe_s)  # fmt: skip
+                                  keep_all=True, duration_s=probe_s, home=home)  # fmt: skip
         rough = batch_capacity(first)
         if not (math.isfinite(rough) and rough > 0):
             raise SpillwayError(
@@ -565,7 +579,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
         second_rate = cfg.levels[0] * rough
         report(f"overload: kafka capacity, every tuple kept, producers at {second_rate:,.0f}")
         second, sent2 = _kafka_run(cfg, spark, conn, "balance-sic", second_rate, "capacity2",
-                                   keep_all=True, duration_s=probe_s)  # fmt: skip
+                                   keep_all=True, duration_s=probe_s, home=home)  # fmt: skip
         fit = {**_fit([first, second], cfg, rough), "rough_tuples_per_s": rough}
         estimate = fit["capacity_tuples_per_s"]
         out["capacity_tuples_per_s"] = estimate
@@ -579,7 +593,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
                        f"{rate:,.0f}, background producers {background:,.0f} tuples/s")  # fmt: skip
                 lr, _ = _kafka_run(cfg, spark, conn, "balance-sic", rate, f"cap{lv:g}x",
                                    keep_all=True, duration_s=probe_s,
-                                   background_rate=background)  # fmt: skip
+                                   background_rate=background, home=home)  # fmt: skip
                 return lr
 
             lc = level_capacity(keep_all_at, level, estimate, cfg.trigger_s, headroom(cfg),
@@ -591,7 +605,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
                 report(f"overload: kafka, {policy} at {level:g}x of {capacity:,.0f} tuples/s")
 
                 def one(p: str = policy, lv: float = level, c: float = capacity) -> dict[str, Any]:
-                    lr, produced = _kafka_run(cfg, spark, conn, p, lv * c, p)
+                    lr, produced = _kafka_run(cfg, spark, conn, p, lv * c, p, home=home)
                     produced.pop("topics")
                     return {**run_stats(lr, cfg, c), **produced, "capacity_tuples_per_s": c}
 
@@ -600,7 +614,7 @@ def measure_kafka(cfg: OverloadConfig, spark: Any) -> dict[str, Any]:
         if cfg.plain_spark:
             top = cfg.levels[-1]
             report(f"overload: plain Spark's Kafka source at {top:g}x")
-            plain = _guarded(lambda: plain_spark_run(cfg, spark, conn, top * capacity))
+            plain = _guarded(lambda: plain_spark_run(cfg, spark, conn, top * capacity, home))
             if "error" not in plain:
                 out["plain_spark"] = {**plain, "level": top, "rate": top * capacity}
             else:
@@ -613,7 +627,8 @@ def measure(cfg: OverloadConfig, spark: Any = None) -> dict[str, Any]:
     spark = spark if spark is not None else experiment_spark(cfg.master)
     measured: dict[str, Any] = {"runs": [], "capacity": {}, "capacity_fit": {}}
     if "generated" in cfg.sources:
-        fit, runs = measure_generated(cfg, spark)
+        with node_on_cores(spark, cfg.node_cpu):
+            fit, runs = measure_generated(cfg, spark)
         measured["runs"] += runs
         measured["capacity"]["generated"] = fit["capacity_tuples_per_s"]
         measured["capacity_fit"]["generated"] = fit
@@ -761,14 +776,27 @@ def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:
         f"tasks feeds, {N_SOURCES} sources each, {cfg.trigger_s:g} s tumbling windows = trigger), "
         f"policies {', '.join(cfg.policies)}, overloads {', '.join(f'{x:g}x' for x in cfg.levels)}"
         f" of the measured capacity ({caps}); each run streams {cfg.duration_s:g} s once warm, "
-        f"the first {cfg.warmup_s:g} s not measured; seed {cfg.seed}."
+        f"the first {cfg.warmup_s:g} s not measured; {_cores(cfg)}; seed {cfg.seed}."
     )
+
+
+def _cores(cfg: OverloadConfig) -> str:
+    """Whose cores the node ran on.
+
+    >>> _cores(make_config(quick=True))
+    'the node shared the machine with the broker and the producers'
+    """
+    if cfg.node_cpu is None:
+        return "the node shared the machine with the broker and the producers"
+    return (f"the node (the driver's process and the Spark JVM) limited to {num(cfg.node_cpu)} "
+            "cores by a cgroup CPU quota, the broker and the producers outside it")  # fmt: skip
 
 
 _NOTES = (
     "- One 2-core machine runs Spark, the broker and the producers: the Kafka capacity is "
-    "measured with all of them running, and a producer that cannot reach its rate lowers the "
-    "overload actually run (`overload_measured`, `achieved_rate`).\n"
+    "measured with all of them running (with `node_cpu`, the node on a CPU quota of its own "
+    "and the producers at a low CPU weight outside it), and a producer that cannot reach its "
+    "rate lowers the overload actually run (`overload_measured`, `achieved_rate`).\n"
     "- A log's kept records are read as a few contiguous runs per partition "
     "(`spillway.spark.source.select_kept_runs`), so shed records are not fetched; CoD counts a "
     "log lane's groups from a bounded sample on the driver, and its executors read the whole "

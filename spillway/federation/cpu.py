@@ -59,9 +59,15 @@ def check_cores(value: object, where: str) -> float:
     return float(value)  # type: ignore[arg-type]
 
 
-def quota_text(cores: float, *, version: int) -> str:
+def quota_text(cores: float | None, *, version: int) -> str:
     """What the quota file takes for ``cores``: v2 ``cpu.max`` "quota period", v1
-    ``cpu.cfs_quota_us`` "quota" (per :data:`PERIOD_US`)."""
+    ``cpu.cfs_quota_us`` "quota" (per :data:`PERIOD_US`); None: no limit.
+
+    >>> quota_text(None, version=2), quota_text(None, version=1)
+    ('max 100000', '-1')
+    """
+    if cores is None:
+        return f"max {PERIOD_US}" if version == 2 else "-1"
     quota = max(1000, round(cores * PERIOD_US))  # the kernel's floor is 1 ms
     return f"{quota} {PERIOD_US}" if version == 2 else str(quota)
 
@@ -79,8 +85,9 @@ class CpuController:
     root: Path
     version: int
 
-    def make_group(self, name: str, cores: float) -> Path:
-        """Create (or reuse) the group ``name`` limited to ``cores``; its folder.
+    def make_group(self, name: str, cores: float | None) -> Path:
+        """Create (or reuse) the group ``name`` limited to ``cores`` (None: no limit); its
+        folder.
 
         Raises
         ------
@@ -97,9 +104,54 @@ class CpuController:
                 (group / "cpu.cfs_quota_us").write_text(quota_text(cores, version=1))
         except OSError as e:
             raise RunFailedError(
-                f"cannot limit {name} to {cores:g} cores in {str(group)!r}: {e.strerror or e}"
+                f"cannot limit {name} to {cores or 'all'} cores in {str(group)!r}: "
+                f"{e.strerror or e}"
             ) from None
         return group
+
+    def weigh(self, group: Path, factor: float) -> None:
+        """Give ``group`` ``factor`` times the default CPU weight (v2 ``cpu.weight``, default
+        100, 1-10000; v1 ``cpu.shares``, default 1024, at least 2): when the machine is busy,
+        groups get CPU time in proportion to their weights (each within its quota)."""
+        if self.version == 2:
+            name, value = "cpu.weight", min(10_000, max(1, round(100 * factor)))
+        else:
+            name, value = "cpu.shares", max(2, round(1024 * factor))
+        try:
+            (group / name).write_text(str(value))
+        except OSError as e:
+            raise RunFailedError(
+                f"cannot set the CPU weight of {str(group)!r}: {e.strerror or e}"
+            ) from None
+
+    def group_of(self, pid: int, proc: Path = Path("/proc")) -> Path:
+        """The group ``pid`` is in, in this controller's hierarchy (from ``/proc/PID/cgroup``:
+        v2's ``0::/path`` line, v1's line whose controllers include ``cpu``)."""
+        for line in (proc / str(pid) / "cgroup").read_text().splitlines():
+            _, controllers, path = line.split(":", 2)
+            mine = controllers == "" if self.version == 2 else "cpu" in controllers.split(",")
+            if mine:
+                return self.root / path.lstrip("/")
+        raise RunFailedError(f"process {pid} is in no {self.version} cpu cgroup")
+
+    @staticmethod
+    def move(pids: list[int], group: Path) -> None:
+        """Put every process of ``pids`` (all its threads) in ``group``; a process that has
+        ended meanwhile is skipped."""
+        for pid in pids:
+            try:
+                (group / "cgroup.procs").write_text(str(pid))
+            except ProcessLookupError:
+                continue
+            except OSError as e:
+                raise RunFailedError(
+                    f"cannot move process {pid} into {str(group)!r}: {e.strerror or e}"
+                ) from None
+
+    @staticmethod
+    def members(group: Path) -> list[int]:
+        """The processes in ``group`` now."""
+        return [int(x) for x in (group / "cgroup.procs").read_text().split()]
 
     @staticmethod
     def remove_group(group: Path, timeout_s: float = 5.0) -> None:
@@ -116,6 +168,31 @@ class CpuController:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.1)
+
+
+def process_tree(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """``pid`` and every process descended from it (from each process's parent in
+    ``/proc/PID/stat``), parents before their children; processes that end meanwhile are left out.
+
+    >>> os.getpid() in process_tree(os.getpid())
+    True
+    """
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(sorted(children.get(p, []), reverse=True))
+    return out
 
 
 def find_controller(root: Path = CGROUP_ROOT) -> CpuController | None:
@@ -144,5 +221,6 @@ __all__ = [
     "check_cores",
     "find_controller",
     "limited_argv",
+    "process_tree",
     "quota_text",
 ]

@@ -21,6 +21,7 @@ from spillway.experiments import overload as ov
         ({"levels": ()}, ConfigError, "levels must be overloads > 1"),
         ({"duration_s": 0}, ConfigError, "duration_s must be a finite number > 0"),
         ({"warmup_s": 70.0}, ConfigError, "warmup_s .* must be below"),
+        ({"node_cpu": 0}, ConfigError, "node_cpu must be a number of cores > 0"),
     ],
 )
 def test_config_rejects_bad_settings(kwargs, exc, match):

@@ -7,11 +7,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace as NS
 
 import pytest
 
 from spillway.errors import RunFailedError
-from spillway.federation.cpu import CpuController, find_controller, limited_argv
+from spillway.experiments._node_cpu import node_on_cores
+from spillway.federation.cpu import CpuController, find_controller, limited_argv, process_tree
 
 
 def _v2(root: Path, subtree: str) -> Path:
@@ -42,6 +44,27 @@ def test_a_group_gets_the_quota_of_its_cores(tmp_path: Path, version: int, files
     group = CpuController(tmp_path, version).make_group("spillway-1-a", 0.5)
     assert group == tmp_path / "spillway-1-a"
     assert {f: (group / f).read_text() for f in files} == files
+
+
+@pytest.mark.parametrize(
+    ("version", "factor", "file", "text"),
+    [(2, 10, "cpu.weight", "1000"), (1, 10, "cpu.shares", "10240"),
+     (2, 0.001, "cpu.weight", "1"), (1, 0.001, "cpu.shares", "2")],
+)  # fmt: skip
+def test_a_group_gets_a_multiple_of_the_default_weight_within_the_kernels_range(
+    tmp_path: Path, version: int, factor: float, file: str, text: str
+) -> None:
+    CpuController(tmp_path, version).weigh(tmp_path, factor)
+    assert (tmp_path / file).read_text() == text
+
+
+def test_a_group_without_a_limit_gets_no_quota(tmp_path: Path) -> None:
+    assert (
+        CpuController(tmp_path, 2).make_group("a", None) / "cpu.max"
+    ).read_text() == "max 100000"
+    assert (
+        CpuController(tmp_path, 1).make_group("b", None) / "cpu.cfs_quota_us"
+    ).read_text() == "-1"
 
 
 def test_a_group_the_kernel_refuses_is_one_line(tmp_path: Path) -> None:
@@ -82,3 +105,69 @@ def test_a_process_in_a_limited_group_gets_no_more_than_its_cores() -> None:
     assert limited < 0.45, (limited, free)
     assert free > 2 * limited, (limited, free)
     assert not group.exists()
+
+
+def _proc(root: Path, pid: int, ppid: int, comm: str = "python") -> None:
+    (root / str(pid)).mkdir(parents=True)
+    (root / str(pid) / "stat").write_text(f"{pid} ({comm}) S {ppid} 1 1 0 -1\n")
+
+
+def test_a_process_tree_follows_parents_whatever_the_command_name(tmp_path: Path) -> None:
+    _proc(tmp_path, 10, 1)
+    _proc(tmp_path, 11, 10, "java) S 99 (odd")  # a name with spaces and parentheses
+    _proc(tmp_path, 12, 11)
+    _proc(tmp_path, 13, 1)  # not a descendant
+    (tmp_path / "self").mkdir()  # not a process folder
+    assert process_tree(10, proc=tmp_path) == [10, 11, 12]
+    assert process_tree(13, proc=tmp_path) == [13]
+
+
+@pytest.mark.parametrize(
+    ("version", "lines", "group"),
+    [(1, "4:memory:/x\n1:cpu,cpuacct:/spillway-1\n0::/\n", "spillway-1"),
+     (2, "0::/user.slice/a\n", "user.slice/a"),
+     (1, "1:cpu:/\n", "")],
+)  # fmt: skip
+def test_the_group_of_a_process_is_read_from_its_cgroup_file(
+    tmp_path: Path, version: int, lines: str, group: str
+) -> None:
+    (tmp_path / "7").mkdir()
+    (tmp_path / "7" / "cgroup").write_text(lines)
+    controller = CpuController(tmp_path / "root", version)
+    assert controller.group_of(7, proc=tmp_path) == tmp_path / "root" / group
+
+
+@pytest.mark.skipif(find_controller() is None, reason="no writable cgroup CPU controller here")
+def test_a_node_on_cores_takes_its_jvm_along_and_leaves_input_processes_outside() -> None:
+    controller = find_controller()
+    assert controller is not None
+    me = os.getpid()
+    home = controller.group_of(me)
+    sleeper = [sys.executable, "-c", "import time; time.sleep(30)"]
+    jvm = subprocess.Popen(sleeper)  # stands in for the Spark JVM
+    spark = NS(sparkContext=NS(_jvm=NS(java=NS(lang=NS(ProcessHandle=NS(
+        current=lambda: NS(pid=lambda: jvm.pid)))))))  # fmt: skip
+    try:
+        with node_on_cores(spark, 1.5) as procs:
+            assert procs is not None and procs.name == "cgroup.procs"
+            group = controller.group_of(me)
+            assert group != home and controller.group_of(jvm.pid) == group
+            weight = "cpu.weight" if controller.version == 2 else "cpu.shares"
+            assert int((group / weight).read_text()) > int((home / weight).read_text())
+            child = subprocess.Popen(sleeper)  # started by the node: in its group
+            producer = subprocess.Popen(limited_argv(sleeper, procs))  # input: outside
+            time.sleep(0.3)
+            inputs = procs.parent
+            try:
+                assert controller.group_of(child.pid) == group
+                assert controller.group_of(producer.pid) == inputs != group
+                assert int((inputs / weight).read_text()) < int((home / weight).read_text())
+            finally:
+                for p in (child, producer):
+                    p.kill()
+                    p.wait()
+        assert controller.group_of(me) == home and controller.group_of(jvm.pid) == home
+        assert not group.exists() and not inputs.exists()
+    finally:
+        jvm.kill()
+        jvm.wait()
