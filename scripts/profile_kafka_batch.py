@@ -3,11 +3,13 @@
 Usage (under the shared lock, with nothing else heavy running)::
 
     flock /tmp/spillway-heavy.lock .venv/bin/python scripts/profile_kafka_batch.py \
-        --rate 30000 [--policy balance-sic] [--keep-all] [--duration 30]
+        --rate 30000 [--policy balance-sic] [--keep-all] [--duration 30] [--trigger 2] \
+        [--node-cpu 1.0]
 
 Starts its own broker, feeds the ``overload`` experiment's topics with ``spillway produce`` at
-``--rate`` tuples/s and runs that experiment's Kafka node (its grouped means, 2 s trigger) for
-``--duration`` seconds, with Spark's event log on. Then prints, as JSON lines, the medians over
+``--rate`` tuples/s and runs that experiment's Kafka node (its grouped means, a 2 s trigger or ``--trigger``) for
+``--duration`` seconds, with Spark's event log on; with ``--node-cpu``, the node on that
+many cores and the producers outside them, as the experiment's ``node_cpu`` does. Then prints, as JSON lines, the medians over
 the batches after the first three:
 
 - ``progress``: Spark's own ``durationMs`` parts of a batch (``latestOffset`` holds the
@@ -33,6 +35,7 @@ from pyspark.sql import SparkSession
 from pyspark.sql.streaming.listener import StreamingQueryListener
 
 from spillway.experiments import overload as ov
+from spillway.experiments._node_cpu import node_on_cores
 from spillway.spark.session import configure_spark
 from spillway.testing import running_broker
 
@@ -144,11 +147,14 @@ def main() -> None:
     ap.add_argument("--policy", default="balance-sic")
     ap.add_argument("--keep-all", action="store_true", help="shed nothing (capacity runs)")
     ap.add_argument("--duration", type=float, default=30.0)
+    ap.add_argument("--trigger", type=float, default=2.0, help="trigger interval (s)")
+    ap.add_argument("--node-cpu", type=float, default=None, help="the node's cores (cgroup)")
     ap.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                     help="a Spark setting for the node's session (repeatable)")  # fmt: skip
     args = ap.parse_args()
-    cfg = ov.OverloadConfig(sources=("kafka",), trigger_s=2.0, duration_s=args.duration,
-                            warmup_s=6.0, plain_spark=False)  # fmt: skip
+    cfg = ov.OverloadConfig(sources=("kafka",), trigger_s=args.trigger, duration_s=args.duration,
+                            warmup_s=3 * args.trigger, plain_spark=False,
+                            node_cpu=args.node_cpu)  # fmt: skip
     logs = Path(tempfile.mkdtemp(prefix="spillway-profile-"))
     builder = (
         SparkSession.builder.master(cfg.master).appName("profile-kafka-batch")
@@ -162,10 +168,10 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     progress = _Progress()
     spark.streams.addListener(progress)
-    with running_broker() as state:
+    with running_broker() as state, node_on_cores(spark, cfg.node_cpu) as home:
         conn = state.connection()
-        _, produced = ov._kafka_run(cfg, spark, conn, args.policy, args.rate, "profile",
-                                    keep_all=args.keep_all)  # fmt: skip
+        lr, produced = ov._kafka_run(cfg, spark, conn, args.policy, args.rate, "profile",
+                                     keep_all=args.keep_all, home=home)  # fmt: skip
     spark.stop()
     log = next(p for p in logs.rglob("*") if p.is_file() and not p.name.startswith((".", "app")))
     steady = progress.batches[3:]
@@ -174,6 +180,15 @@ def main() -> None:
                       "achieved_rate": round(produced["achieved_rate"])}))  # fmt: skip
     print(json.dumps({"figure": "progress", "batches": len(steady), **_medians(steady)}))
     print(json.dumps({"figure": "jobs", "batches": len(split), **_medians(split)}))
+    # the batches as the controller saw them, and what its cost model makes of the median one
+    plans = [b for plan in lr.batches.values() for b in plan][3:]
+    med = _medians([{"rows": b["rows"], "duration_s": b["duration_s"]} for b in plans])
+    last = lr.history[-1]
+    model = last.overhead_s + last.per_tuple_s * med.get("rows", 0.0)
+    print(json.dumps({"figure": "model", "batches": len(plans), **med,
+                      "overhead_s": last.overhead_s, "per_tuple_us": last.per_tuple_s * 1e6,
+                      "per_arrived_us": last.per_arrived_s * 1e6,
+                      "model_s_without_arrived": round(model, 3)}))  # fmt: skip
 
 
 if __name__ == "__main__":
