@@ -483,7 +483,8 @@ def plain_spark_run(
     cfg: OverloadConfig, spark: Any, conn: Any, rate: float, home: Path | None = None
 ) -> dict[str, Any]:
     """Spark's own Kafka source, the same grouped means, nothing shed, at ``rate``: per batch
-    its rows, duration and consumer lag (the rows each batch found waiting); window latency."""
+    its rows, duration and consumer lag (the rows each batch found waiting); window latency;
+    the rate the producers asked and achieved."""
     from pyspark.sql import functions as F
 
     from spillway.kafka.admin import create_topic
@@ -531,7 +532,7 @@ def plain_spark_run(
         progress = list(query.recentProgress)
     finally:
         query.stop()
-        producers.stop()
+        produced = producers.stop()
     batches = []
     for p in progress:
         # Without maxOffsetsPerTrigger a batch takes every record not yet processed when it
@@ -549,6 +550,8 @@ def plain_spark_run(
         "latency_last_s": float(latencies[-1]) if latencies else math.nan,
         "behind_first": float(np.mean(lag[:third])) if lag else math.nan,
         "behind_last": float(np.mean(lag[-third:])) if lag else math.nan,
+        "asked_rate": produced["asked_rate"],
+        "achieved_rate": produced["achieved_rate"],
     }
 
 
@@ -729,7 +732,7 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         tables["plain_spark_batches.csv"] = plain["batches"]
         sections.append((
             f"Plain Spark, nothing shed (Kafka, {plain.get('level', cfg.levels[0]):g}x)",
-            f"Consumer lag when a batch starts (its input rows: without maxOffsetsPerTrigger it "
+            f"{_plain_input(plain)}Consumer lag when a batch starts (its input rows: without maxOffsetsPerTrigger it "
             f"takes all that waits), mean of the first / last third of the batches: "
             f"{plain['behind_first']:,.0f} / {plain['behind_last']:,.0f}; window latency first "
             f"/ last {plain['latency_first_s']:.1f} s / {plain['latency_last_s']:.1f} s, p95 "
@@ -748,6 +751,18 @@ def analyse(cfg: OverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         setup=_setup(cfg, measured), paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
         notes=_NOTES, sections=sections,
     )  # fmt: skip
+
+
+def _plain_input(plain: Mapping[str, Any]) -> str:
+    """What the producers sent plain Spark, as the report's first words ('' when not recorded).
+
+    >>> _plain_input({"asked_rate": 805600.0, "achieved_rate": 561234.5})
+    'Producers asked 805,600 tuples/s and achieved 561,234. '
+    """
+    if "achieved_rate" not in plain:
+        return ""
+    return (f"Producers asked {plain['asked_rate']:,.0f} tuples/s and achieved "
+            f"{plain['achieved_rate']:,.0f}. ")  # fmt: skip
 
 
 def _setup(cfg: OverloadConfig, measured: Mapping[str, Any]) -> str:

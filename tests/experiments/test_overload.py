@@ -67,7 +67,8 @@ def test_the_report_of_measured_runs(tmp_path):
     cfg = ov.OverloadConfig(policies=("cod",), levels=(3.0,), sources=("kafka",))
     plain = {"batches": [{"rows": 10, "duration_s": 1.0, "offsets_behind": 5.0}],
              "batch_mean_s": 2.0, "latency_p95_s": 30.0, "latency_first_s": 2.0,
-             "latency_last_s": 40.0, "behind_first": 10.0, "behind_last": 5000.0}  # fmt: skip
+             "latency_last_s": 40.0, "behind_first": 10.0, "behind_last": 5000.0,
+             "asked_rate": 27000.0, "achieved_rate": 21500.0}  # fmt: skip
     measured = {"runs": [_run(achieved_rate=9000.0, asked_rate=9000.0)],
                 "capacity": {"kafka": 3000.0}, "plain_spark": plain,
                 "capacity_fit": {"kafka": {"capacity_method": "fit", "fixed_s": 0.4,
@@ -77,6 +78,7 @@ def test_the_report_of_measured_runs(tmp_path):
     assert summary["verdicts"]["fail"] == 0
     report = (tmp_path / "report.md").read_text()
     assert "Plain Spark" in report and "kafka 3,000 tuples/s: fit, fixed 0.4 s" in report
+    assert "Producers asked 27,000 tuples/s and achieved 21,500. Consumer lag" in report
     assert json.loads((tmp_path / "summary.json").read_text())["capacity"] == {"kafka": 3000.0}
 
 
