@@ -251,19 +251,62 @@ class SparkFederationConfig:
         return self.latency_bound_stws * self.stw_s
 
 
+#: Seconds after every node is up before the measured part (quick and full runs): when the
+#: nodes' capacities have settled. In run 8 (EXPERIMENTS.md "Runs 7 and 8", every node on 0.5
+#: cores) each node's capacity per decision climbed for 65-112 s after its first batch
+#: (:func:`settled_at` over its ``history.jsonl``; 11 of the 12 node runs by 89 s), so a
+#: measured part from 60 s on caught the climb, at a point that differed from mode to mode.
+WARMUP_S = 90.0
+
+
 def make_config(quick: bool = False, seed: int = 0) -> SparkFederationConfig:
-    """Runs of 240 s after a calibration as long (measured from 60 s on; node c killed at 90 s,
-    restarted 30 s later), or quick ones of 110 s after a calibration as long (from 60 s on:
-    the nodes' capacities settle in the first minute; c killed at 40 s and restarted 10 s
-    later, so its new process, a JVM start on busy cores that took 40 s in the shipped
-    example's test, has the rest of the run to come back and catch up).
+    """Runs of 240 s after a calibration as long (measured from :data:`WARMUP_S` on; node c
+    killed at 90 s, restarted 30 s later), or quick ones of 130 s after a calibration as long
+    (measured from :data:`WARMUP_S` on, 40 s; c killed at 40 s and restarted 10 s later, so its
+    new process, a JVM start on busy cores that took 40 s in the shipped example's test, has
+    the rest of the run to come back and catch up).
+
+    The warm-up is the time the nodes' capacities take to settle (:func:`settled_at`): every
+    mode starts cold node processes, whose JVMs and cost models climb for over a minute.
 
     The quick runs keep the levels: the overload, what the study is about, is the same.
+
+    >>> q = make_config(quick=True)
+    >>> q.warmup_s, q.duration_s, q.calibration_s, make_config().warmup_s
+    (90.0, 130.0, 130.0, 90.0)
     """
     if quick:
-        return SparkFederationConfig(duration_s=110.0, warmup_s=60.0, seed=seed, kill_at_s=40.0,
-                                     kill_down_s=10.0, calibration_s=110.0)  # fmt: skip
-    return SparkFederationConfig(seed=seed)
+        return SparkFederationConfig(duration_s=130.0, warmup_s=WARMUP_S, seed=seed,
+                                     kill_at_s=40.0, kill_down_s=10.0,
+                                     calibration_s=130.0)  # fmt: skip
+    return SparkFederationConfig(seed=seed, warmup_s=WARMUP_S)
+
+
+def settled_at(samples: Sequence[tuple[float, float]], tolerance: float = 0.25) -> float:
+    """When a node's capacity settled: the time of the first sample from which on every sample
+    stays within ``tolerance`` (as a fraction below, its inverse above) of the median over the
+    last 20 s of ``samples`` (``(t, capacity)`` in time order); the last sample's time when
+    it never did before it.
+
+    >>> climb = [(t, min(100.0, 10.0 + t)) for t in range(0, 200, 2)]
+    >>> settled_at(climb)
+    66.0
+    >>> settled_at([(0.0, 5.0), (1.0, 5.0)])
+    0.0
+    """
+    if not samples:
+        raise ValueError("settled_at needs at least one sample")
+    end_t = samples[-1][0]
+    tail = sorted(c for t, c in samples if t >= end_t - 20.0)
+    mid = len(tail) // 2
+    level = tail[mid] if len(tail) % 2 else (tail[mid - 1] + tail[mid]) / 2
+    lo, hi = level * (1.0 - tolerance), level / (1.0 - tolerance)
+    start = end_t
+    for t, c in reversed(samples):
+        if not lo <= c <= hi:
+            break
+        start = t
+    return float(start)
 
 
 @dataclass(frozen=True, kw_only=True)

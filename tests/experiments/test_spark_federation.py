@@ -71,7 +71,8 @@ def _measured(**over: Any) -> dict[str, Any]:
 
 
 def test_the_report_of_three_runs_names_the_issues_values(tmp_path: Path) -> None:
-    cfg = sf.make_config(quick=True)
+    # the fixture's runs end at 110 s: measured from 60 s on, as the quick runs were before run 8
+    cfg = replace(sf.make_config(quick=True), duration_s=110.0, warmup_s=60.0)
     summary = sf.EXPERIMENT.write(cfg, _measured(), tmp_path)
     # from 60 s (the warm-up) to 110 s: Jain over each query's mean SIC
     assert summary["jain_coordinated"] == pytest.approx(0.9997, abs=1e-4)
@@ -256,7 +257,7 @@ def test_measure_runs_federation_up_with_its_own_options_and_the_kill(
         assert _load(tmp_path / f"{m}.toml").cpus == (sf.NODE_CPU,) * 3
     assert [seen[m].kill for m in sf.RUNS] == [None, None, None, "c@40+10"]
     # the calibration ran first, as long as a mode, the random federation at the probe rates
-    assert seen[sf.CALIBRATION].duration == 110.0
+    assert seen[sf.CALIBRATION].duration == cfg.duration_s == 130.0
     probe = sf.federation(cfg, "random", sf.probe_rates(cfg))
     assert _load(tmp_path / "calibration.toml") == probe
     # and every mode ran at the levels times those capacities, not the configured rates
@@ -366,3 +367,18 @@ def test_without_cgroups_the_nodes_run_unlimited_and_the_report_says_so(
     assert "limited to 0.5 cores" in sf._setup(cfg, used, None, 0.5)
     with pytest.raises(ConfigError, match="node_cpu must be a number of cores > 0"):
         replace(cfg, node_cpu=0.0)
+
+
+def test_the_measured_part_starts_once_the_nodes_capacities_settled() -> None:
+    """Run 8's nodes (EXPERIMENTS.md "Runs 7 and 8"): each node's capacity per decision climbed
+    for over a minute after its first batch; the quick runs' measured part must start after
+    that climb in all but the slowest of the 12 node runs (the old 60 s caught none settled)."""
+    data = json.loads((Path(__file__).parent / "data" / "fed_run8_capacity.json").read_text())
+    since_first = {
+        name: sf.settled_at([(t - xs[0][0], c) for t, c in xs])
+        for name, xs in data["series"].items()
+    }
+    cfg = sf.make_config(quick=True)
+    late = sorted(name for name, s in since_first.items() if s > cfg.warmup_s)
+    assert len(late) <= 1, (cfg.warmup_s, since_first)
+    assert cfg.duration_s - cfg.warmup_s >= 40.0
