@@ -41,7 +41,7 @@ Examples
 --------
 >>> cfg = make_config(quick=True)
 >>> cfg.modes, cfg.duration_s, cfg.latency_bound_s
-(('coordinated', 'uncoordinated', 'random', 'node_kill'), 110.0, 30.0)
+(('coordinated', 'uncoordinated', 'random', 'node_kill'), 130.0, 30.0)
 >>> federation(cfg, "node_kill") == federation(cfg, "coordinated")
 True
 >>> fed = federation(cfg, "uncoordinated")
@@ -602,15 +602,15 @@ def mode_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[s
     >>> line = lambda t, s, k: {"elapsed_s": t, "sic": dict(zip("wxyz", s)), "jain": None,
     ...     "latency_p95_s": {"a": 9.0 + t / 100}, "arrived": {"a": 10 * t}, "kept": {"a": k}}
     >>> run = {"mode": "random", "summary": {"nodes": {"a": {"capacity_tuples_per_s": 9.0}}},
-    ...        "timeline": [line(10, (0, 0, 0, 1), 90), line(60, (.2, .4, .2, .2), 100),
-    ...                     line(70, (.2, .2, .2, .2), 130)]}
+    ...        "timeline": [line(40, (0, 0, 0, 1), 90), line(90, (.2, .4, .2, .2), 100),
+    ...                     line(100, (.2, .2, .2, .2), 130)]}
     >>> v = mode_values(cfg, run)
     >>> {q: round(s, 3) for q, s in v["sic"].items()}, v["samples"]
     ({'w': 0.2, 'x': 0.3, 'y': 0.2, 'z': 0.2}, 2)
     >>> round(v["jain"], 4), round(v["jain_per_sample"], 4)
     (0.9643, 0.9464)
     >>> v["latency_p95_s"], v["kept_fraction"], v["capacity_tuples_per_s"]
-    ({'a': 9.7}, {'a': 0.3}, {'a': 9.0})
+    ({'a': 10.0}, {'a': 0.3}, {'a': 9.0})
     """
     part = [
         e for e in run["timeline"]
