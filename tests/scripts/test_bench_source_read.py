@@ -2,24 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from spillway.spark.source import read_partition
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "bench_source_read.py"
+from tests.scripts._load import load_script
 
 
 def _script():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("bench_source_read", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("bench_source_read")
 
 
 def test_the_partition_holds_every_tuple_of_its_lanes_interval() -> None:

@@ -3,23 +3,17 @@
 from __future__ import annotations
 
 import doctest
-import importlib.util
 import math
-from pathlib import Path
 from types import ModuleType
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "ui_overhead.py"
+from tests.scripts._load import load_script
 
 
 @pytest.fixture(scope="module")
 def script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ui_overhead", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return load_script("ui_overhead")
 
 
 def test_doctests(script: ModuleType) -> None:
