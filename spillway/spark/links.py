@@ -33,6 +33,7 @@ from spillway.federation.link import LinkWriter
 from spillway.federation.placement import LinkIn, LinkOut
 from spillway.kafka.connection import KafkaConnection
 from spillway.spark.batch_stop import stop_safe
+from spillway.spark.queries import collect_pandas
 
 #: The parsed columns of a link record's value (those of ``LINK_COLUMNS``).
 LINK_SCHEMA = "query_id BIGINT, window_start DOUBLE, sic DOUBLE"
@@ -78,7 +79,7 @@ class LinkSink:
         self.replayed: list[int] = []
 
     def __call__(self, df: Any, batch_id: int) -> None:
-        rows = df.toPandas()
+        rows = collect_pandas(df)
         fresh = False
         for out, writer in zip(self.outputs, self._writers, strict=True):
             part = rows.copy()

@@ -1075,7 +1075,10 @@ class Node:
                 )
                 ids_w = [i for v in kinds.values() for i in v]
                 df = self.spark.read.format("spillway").options(**opts).load()
-                df = df.filter(F.col("query_id").isin(ids_w)).persist()
+                df = df.filter(F.col("query_id").isin(ids_w))
+                if "error" in df.columns:  # a log's malformed records: set aside, not input
+                    df = df.filter(F.col("error").isNull())
+                df = df.persist()
                 try:
                     for kind, kind_ids in kinds.items():
                         rows = (

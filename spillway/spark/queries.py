@@ -272,7 +272,7 @@ class QueryKind:
                 f"missing {', '.join(missing)}: read the rows from the spillway source"
             )
         sql = kinds_sql("{batch}", {self.name: ()}, window_s)
-        rows = df.sparkSession.sql(sql, batch=df.select(*SOURCE_COLUMNS)).toPandas()
+        rows = collect_pandas(df.sparkSession.sql(sql, batch=df.select(*SOURCE_COLUMNS)))
         out = share_firings(rows)
         if not micros:
             for c in TIME_COLUMNS:
@@ -327,13 +327,38 @@ def with_key_dtype(pdf: pd.DataFrame) -> pd.DataFrame:
     """Give a result table's ``key`` column (if any) pandas' nullable ``Int64`` dtype, in place.
 
     Arrow hands a ``bigint`` column with nulls over as float64 and one without as int64; the
-    one dtype keeps keys whole and tables of different kinds concatenable.
+    one dtype keeps tables of different kinds concatenable (:func:`collect_pandas` keeps
+    64-bit keys whole on the way from Spark).
 
     >>> with_key_dtype(pd.DataFrame({"key": [3.0, float("nan")]}))["key"].tolist()
     [3, <NA>]
     """
     if "key" in pdf.columns:
         pdf["key"] = pdf["key"].astype("Int64")
+    return pdf
+
+
+def collect_pandas(df: DataFrame) -> pd.DataFrame:
+    """``df`` collected to pandas through Arrow, its ``key`` column (if any) whole, as pandas'
+    nullable ``Int64``.
+
+    ``toPandas`` hands a ``bigint`` column with nulls over as float64, which rounds a 64-bit
+    key (the hash of a text key, :func:`spillway.feeds.hashing.text_keys`) to 53 bits: a shed
+    window's keys then differ from its exact answer's. The key column is converted on its own,
+    the others as ``toPandas`` would.
+
+    >>> from spillway.testing import local_spark
+    >>> df = local_spark().sql("SELECT * FROM VALUES (9153145295534684921L), (NULL) AS t(key)")
+    >>> collect_pandas(df)["key"].tolist()
+    [9153145295534684921, <NA>]
+    """
+    import pyarrow as pa
+
+    table = df.toArrow()
+    pdf = table.to_pandas()
+    if "key" in table.column_names:
+        whole = table.select(["key"]).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
+        pdf["key"] = whole["key"].astype("Int64")
     return pdf
 
 

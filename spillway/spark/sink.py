@@ -89,7 +89,13 @@ from spillway.errors import ConfigError
 from spillway.events import ResultsEvent, notify
 from spillway.sinks import Sink
 from spillway.spark.coordinator import QueryCoordinator
-from spillway.spark.queries import SOURCE_COLUMNS, QueryKind, query_kind, with_key_dtype
+from spillway.spark.queries import (
+    SOURCE_COLUMNS,
+    QueryKind,
+    collect_pandas,
+    query_kind,
+    with_key_dtype,
+)
 from spillway.spark.statement import (
     RESULT_COLUMNS,
     RESULT_TYPES,
@@ -551,7 +557,7 @@ class ResultSink:
         adaptive = conf.get(ADAPTIVE, None)
         conf.set(ADAPTIVE, "false")
         try:
-            return session.sql(statement).toPandas()
+            return collect_pandas(session.sql(statement))
         finally:
             if adaptive is None:
                 conf.unset(ADAPTIVE)

@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from spillway.config import NodeConfig, QuerySpec
+from spillway.run_exact import compute_exact
 from spillway.spark.dead_letters import LATE
 
 pytestmark = pytest.mark.spark
@@ -61,7 +62,7 @@ def test_a_node_follows_files_written_while_it_runs(spark, tmp_path) -> None:
     opts = {**OPTS, "path": str(folder), "dead_letter": str(tmp_path / "dead")}
     q = QuerySpec(name="fares", kind="group_avg", feed="folder", feed_options=opts, sources=2)
     cfg = NodeConfig(queries=(q,), trigger_s=1.0, stw_s=4.0, checkpoint_dir=str(tmp_path / "c"))
-    node = Node(cfg, spark=spark)
+    node = Node(cfg, spark=spark, keep_source_mass=True)
     stop, written = threading.Event(), []
     writer = threading.Thread(target=_write_files, args=(folder, 7.0, 0.25, 60, 50, stop, written))
     node.start()
@@ -69,6 +70,8 @@ def test_a_node_follows_files_written_while_it_runs(spark, tmp_path) -> None:
     try:
         writer.join()
         time.sleep(4.0)  # the last windows close and their batches run
+        node.halt()
+        exact = compute_exact(node)
     finally:
         stop.set()
         node.stop()
@@ -106,6 +109,11 @@ def test_a_node_follows_files_written_while_it_runs(spark, tmp_path) -> None:
     assert len(res) > 0 and res["sic"].between(0.0, 1.02, inclusive="right").all()
     sic = [r.query_sic["fares"] for r in hist if np.isfinite(r.query_sic["fares"])]
     assert max(sic, default=0.0) <= 1.02
+    # the exact answer reads the same files, malformed rows left out, keys whole: every window
+    # has the three routes, and the node's windows found them (a few rows shed at most)
+    w = exact.windows
+    assert exact.computed and len(w) >= 3 and (w["groups"] == len(ROUTES)).all()
+    assert w["missing_groups"].mean() < 0.5 and w["error"].mean() < 0.2
 
 
 # ---- restart: files already written (their modification times set), a logical clock, shedding
