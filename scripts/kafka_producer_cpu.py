@@ -17,25 +17,19 @@ from __future__ import annotations
 import argparse
 import glob
 import json
-import os
 import subprocess
 import sys
 import time
 
 from spillway.kafka.admin import create_topic, partition_offsets
+from spillway.procfs import read_stat
 from spillway.testing import running_broker
-
-_TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
     """User plus system CPU seconds of process ``pid`` (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / _TICKS
+    stat = read_stat(pid)
+    return 0.0 if stat is None else stat.cpu_s
 
 
 def broker_pids() -> list[int]:

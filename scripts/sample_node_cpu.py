@@ -12,25 +12,17 @@ Reads a cgroup v1 ``cpu`` hierarchy (``/sys/fs/cgroup/cpu``) or v2 (``/sys/fs/cg
 
 from __future__ import annotations
 
-import os
 import time
 from pathlib import Path
 
 from spillway.federation.cpu import find_controller
-
-TICK = os.sysconf("SC_CLK_TCK")
+from spillway.procfs import read_stat
 
 
 def cpu_seconds(group: Path) -> float:
     """User and system CPU seconds of the processes in ``group`` now."""
-    total = 0
-    for pid in (group / "cgroup.procs").read_text().split():
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += int(fields[11]) + int(fields[12])
-    return total / TICK
+    stats = (read_stat(int(pid)) for pid in (group / "cgroup.procs").read_text().split())
+    return sum(s.cpu_s for s in stats if s is not None)
 
 
 def throttled_s(group: Path) -> float:

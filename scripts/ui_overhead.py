@@ -81,6 +81,8 @@ from pathlib import Path
 from typing import Any
 from urllib.request import urlopen
 
+from spillway.procfs import TICKS, all_stats
+
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--headless",
@@ -334,7 +336,7 @@ class CpuAccount:
     than ``every_s`` can be missed).
     """
 
-    HZ = os.sysconf("SC_CLK_TCK")
+    HZ = TICKS
 
     def __init__(self, own_pid: int, every_s: float = 0.5) -> None:
         self.own_pid, self.every_s = own_pid, every_s
@@ -347,18 +349,7 @@ class CpuAccount:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _sample(self) -> None:
-        procs: dict[int, tuple[int, int, float]] = {}
-        for name in os.listdir("/proc"):
-            if not name.isdigit():
-                continue
-            try:
-                with open(f"/proc/{name}/stat") as f:
-                    stat = f.read()
-            except OSError:
-                continue
-            rest = stat[stat.rindex(")") + 2 :].split()
-            ppid, start = int(rest[1]), int(rest[19])
-            procs[int(name)] = (ppid, start, (int(rest[11]) + int(rest[12])) / self.HZ)
+        procs = {s.pid: (s.ppid, s.start_ticks, s.cpu_s) for s in all_stats().values()}
         for pid, (ppid, start, cpu) in procs.items():
             if pid == 2 or ppid == 2:
                 continue  # kernel threads

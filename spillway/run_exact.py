@@ -7,7 +7,7 @@ have stopped (:meth:`~spillway.spark.node.Node.halt`, so the exact job never com
 for the cores), the node's keep-all batch job recomputes every window over the same input
 (:meth:`~spillway.spark.node.Node.exact_results`), and :func:`spillway.spark.exact.window_errors`
 pairs shed and exact windows. Its wall time and the CPU seconds of the whole process tree (the
-Python driver, Spark's JVM and its Python workers, :func:`process_tree_cpu_s`) are measured and
+Python driver, Spark's JVM and its Python workers, :func:`spillway.procfs.tree_cpu_s`) are measured and
 reported, so the cost is never hidden in the run's figures.
 
 Per result window (:func:`window_table`):
@@ -49,7 +49,6 @@ Examples
 from __future__ import annotations
 
 import math
-import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +59,7 @@ import numpy as np
 import pandas as pd
 
 from spillway.errors import SpillwayError
+from spillway.procfs import tree_cpu_s
 from spillway.progress import report
 from spillway.quality.metrics import spearman_rho
 from spillway.reporting import line_plot, markdown_table, num, write_csv
@@ -126,41 +126,6 @@ def sample_spans(
     return [(float(a * unit_s), float((a + each) * unit_s)) for a in starts]
 
 
-def process_tree_cpu_s(root: int | None = None) -> float:
-    """CPU seconds (user + system, with reaped children) of process ``root`` (default this
-    one) and every live descendant, from ``/proc``: the Python driver, Spark's JVM and its
-    Python workers. NaN where ``/proc`` cannot be read.
-
-    >>> cpu = process_tree_cpu_s()
-    >>> math.isnan(cpu) or cpu > 0
-    True
-    """
-    root = os.getpid() if root is None else root
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-        tick = float(os.sysconf("SC_CLK_TCK"))
-    except (OSError, ValueError):
-        return math.nan
-    parent: dict[int, int] = {}
-    cpu: dict[int, float] = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except (OSError, IndexError):
-            continue  # the process ended meanwhile
-        parent[pid] = int(fields[1])
-        cpu[pid] = sum(int(x) for x in fields[11:15]) / tick
-    if root not in cpu:
-        return math.nan
-    tree, frontier = {root}, [root]
-    while frontier:
-        kids = [p for p, pp in parent.items() if pp in frontier and p not in tree]
-        tree.update(kids)
-        frontier = kids
-    return float(sum(cpu[p] for p in tree))
-
-
 @dataclass(frozen=True, kw_only=True)
 class ExactOutcome:
     """What the after-run exact job gave (or why there is none).
@@ -171,7 +136,7 @@ class ExactOutcome:
     reason : why not, when not computed (the run was interrupted or failed, ``--no-exact``,
         the job failed).
     wall_s : wall time of the exact job and the comparison.
-    cpu_s : CPU seconds of the process tree over that time (:func:`process_tree_cpu_s`).
+    cpu_s : CPU seconds of the process tree over that time (:func:`spillway.procfs.tree_cpu_s`).
     until_s : feed time up to which windows were recomputed.
     spans : the spans of source time recomputed (:func:`sample_spans`).
     share : the share of the run's source time those spans cover (1: every window).
@@ -376,7 +341,7 @@ def compute_exact(node: Any, *, budget_rows: float = DEFAULT_BUDGET_ROWS) -> Exa
         f"computing the exact answers (nothing shed) of {share:.0%} of the run's source time "
         f"up to t = {until:.0f} s, in {len(spans)} span(s)"
     )
-    cpu0, t0 = process_tree_cpu_s(), time.perf_counter()
+    cpu0, t0 = tree_cpu_s(), time.perf_counter()
     names = [q.name for q in node.config.queries]
     ids = {n: i for i, n in enumerate(names)}
     shed = node.results()
@@ -395,7 +360,7 @@ def compute_exact(node: Any, *, budget_rows: float = DEFAULT_BUDGET_ROWS) -> Exa
         )
         frames.append(w[(w["t0_s"] >= a - 1e-6) & (w["t1_s"] <= b + 1e-6)])  # whole windows
     windows = pd.concat(frames, ignore_index=True) if frames else window_table_empty()
-    wall, cpu = time.perf_counter() - t0, process_tree_cpu_s() - cpu0
+    wall, cpu = time.perf_counter() - t0, tree_cpu_s() - cpu0
     report(f"exact answers: {len(windows):,} windows compared in {wall:.0f} s ({cpu:.0f} CPU s)")
     return ExactOutcome(
         computed=True, wall_s=wall, cpu_s=cpu, until_s=until, spans=tuple(spans), share=share,

@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from spillway.errors import ConfigError
-from spillway.federation.cpu import CpuController, find_controller, process_tree
+from spillway.federation.cpu import CpuController, find_controller
+from spillway.procfs import process_tree
 
 #: The node's group gets this many times the default CPU weight, so that nothing else on the
 #: machine takes the cores of its quota.
@@ -71,20 +72,20 @@ def node_on_cores(spark: Any, cores: float | None) -> Iterator[Path | None]:
         )
     me = os.getpid()
     home = controller.group_of(me)
-    node = controller.make_group(f"spillway-node-{me}", cores)
-    try:
+
+    def emptied(group: Path) -> None:
+        controller.move(controller.members(group), home)
+        CpuController.remove_group(group)
+
+    with contextlib.ExitStack() as undo:  # each group emptied and removed, last made first
+        node = controller.make_group(f"spillway-node-{me}", cores)
+        undo.callback(emptied, node)
         inputs = controller.make_group(f"spillway-input-{me}", None)
-        try:
-            controller.weigh(node, NODE_WEIGHT)
-            controller.weigh(inputs, INPUT_WEIGHT)
-            controller.move([me, *process_tree(jvm_pid(spark))], node)
-            yield inputs / "cgroup.procs"
-        finally:
-            controller.move(controller.members(inputs), home)
-            CpuController.remove_group(inputs)
-    finally:
-        controller.move(controller.members(node), home)
-        CpuController.remove_group(node)
+        undo.callback(emptied, inputs)
+        controller.weigh(node, NODE_WEIGHT)
+        controller.weigh(inputs, INPUT_WEIGHT)
+        controller.move([me, *process_tree(jvm_pid(spark))], node)
+        yield inputs / "cgroup.procs"
 
 
 __all__ = ["INPUT_WEIGHT", "NODE_WEIGHT", "jvm_pid", "node_on_cores"]

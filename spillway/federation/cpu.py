@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from spillway.errors import ConfigError, RunFailedError
+from spillway.procfs import PROC
 
 #: The CFS period the quotas are written for (µs): the kernel's default.
 PERIOD_US = 100_000
@@ -124,7 +125,7 @@ class CpuController:
                 f"cannot set the CPU weight of {str(group)!r}: {e.strerror or e}"
             ) from None
 
-    def group_of(self, pid: int, proc: Path = Path("/proc")) -> Path:
+    def group_of(self, pid: int, proc: Path = PROC) -> Path:
         """The group ``pid`` is in, in this controller's hierarchy (from ``/proc/PID/cgroup``:
         v2's ``0::/path`` line, v1's line whose controllers include ``cpu``)."""
         for line in (proc / str(pid) / "cgroup").read_text().splitlines():
@@ -132,7 +133,7 @@ class CpuController:
             mine = controllers == "" if self.version == 2 else "cpu" in controllers.split(",")
             if mine:
                 return self.root / path.lstrip("/")
-        raise RunFailedError(f"process {pid} is in no {self.version} cpu cgroup")
+        raise RunFailedError(f"process {pid} is in no cgroup v{self.version} cpu group")
 
     @staticmethod
     def move(pids: list[int], group: Path) -> None:
@@ -170,31 +171,6 @@ class CpuController:
                 time.sleep(0.1)
 
 
-def process_tree(pid: int, proc: Path = Path("/proc")) -> list[int]:
-    """``pid`` and every process descended from it (from each process's parent in
-    ``/proc/PID/stat``), parents before their children; processes that end meanwhile are left out.
-
-    >>> os.getpid() in process_tree(os.getpid())
-    True
-    """
-    children: dict[int, list[int]] = {}
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:  # "pid (comm) state ppid ...": comm may hold spaces and parentheses
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        out.append(p)
-        todo.extend(sorted(children.get(p, []), reverse=True))
-    return out
-
-
 def find_controller(root: Path = CGROUP_ROOT) -> CpuController | None:
     """The CPU controller this process may create groups in, or None.
 
@@ -221,6 +197,5 @@ __all__ = [
     "check_cores",
     "find_controller",
     "limited_argv",
-    "process_tree",
     "quota_text",
 ]

@@ -63,6 +63,7 @@ from spillway.errors import BrokerError, ConfigError, KafkaClientError
 from spillway.files import replace_text
 from spillway.kafka import jars as jarlib
 from spillway.kafka.connection import KafkaConnection
+from spillway.procfs import read_stat
 
 HOST = "127.0.0.1"
 STATE_FILE = "state.json"
@@ -193,10 +194,8 @@ def _alive(pid: int) -> bool:
         return False
     except PermissionError:
         return True
-    stat = Path(f"/proc/{pid}/stat")
-    with contextlib.suppress(OSError):
-        return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    return True
+    stat = read_stat(pid)
+    return stat is None or stat.state != "Z"
 
 
 def _is_our_broker(pid: int, data_dir: Path) -> bool:

@@ -13,7 +13,7 @@ import pytest
 
 from spillway.errors import RunFailedError
 from spillway.experiments._node_cpu import node_on_cores
-from spillway.federation.cpu import CpuController, find_controller, limited_argv, process_tree
+from spillway.federation.cpu import CpuController, find_controller, limited_argv
 
 
 def _v2(root: Path, subtree: str) -> Path:
@@ -105,21 +105,6 @@ def test_a_process_in_a_limited_group_gets_no_more_than_its_cores() -> None:
     assert limited < 0.45, (limited, free)
     assert free > 2 * limited, (limited, free)
     assert not group.exists()
-
-
-def _proc(root: Path, pid: int, ppid: int, comm: str = "python") -> None:
-    (root / str(pid)).mkdir(parents=True)
-    (root / str(pid) / "stat").write_text(f"{pid} ({comm}) S {ppid} 1 1 0 -1\n")
-
-
-def test_a_process_tree_follows_parents_whatever_the_command_name(tmp_path: Path) -> None:
-    _proc(tmp_path, 10, 1)
-    _proc(tmp_path, 11, 10, "java) S 99 (odd")  # a name with spaces and parentheses
-    _proc(tmp_path, 12, 11)
-    _proc(tmp_path, 13, 1)  # not a descendant
-    (tmp_path / "self").mkdir()  # not a process folder
-    assert process_tree(10, proc=tmp_path) == [10, 11, 12]
-    assert process_tree(13, proc=tmp_path) == [13]
 
 
 @pytest.mark.parametrize(
