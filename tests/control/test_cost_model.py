@@ -75,10 +75,79 @@ def test_forgetting_alone_tracks_a_small_change():
 
 def test_no_forgetting_keeps_the_old_average():
     rng = np.random.default_rng(4)
-    cfg = CostModelConfig(forgetting=1.0, shift_after=10**6)
+    cfg = CostModelConfig(forgetting=1.0, shift_after=10**6, bias_after=0)
     state = run(cfg, initial_state(cfg), *noisy(rng, 100, 0.4, 8e-6))
     state = run(cfg, state, *noisy(rng, 20, 0.4, 9e-6))
     assert kept_cost(estimate(state)) < 8.6e-6
+
+
+# ---- closed loop: batches the size the model allows (as a node runs them)
+
+COLD = [(250_000, 9.6), (250_000, 4.0), (250_000, 3.3), (250_000, 4.1)]  # a cold JVM's first
+TRUE_OVERHEAD_S, TRUE_PER_TUPLE_S, NOISE_S = 1.0, 1.2e-6, 0.25
+BUDGET_S, ARRIVED = 1.6, 1_000_000  # 0.8 of a 2 s interval; every batch covers 1M arrivals
+TRUE_ROWS = (BUDGET_S - TRUE_OVERHEAD_S) / TRUE_PER_TUPLE_S  # 500,000
+
+
+def _closed_loop(cfg: CostModelConfig, seed: int, cold: bool, n: int = 100):
+    """(rows each decision allowed, each batch's duration): the budget divided as the node
+    does (overhead and per-arrived cost first), on batches of 1 s + 1.2 us a row + noise."""
+    from spillway.control.capacity import node_budget
+
+    rng = np.random.default_rng(seed)
+    state, rows, durations = initial_state(cfg), [], []
+    for i in range(n):
+        if cold and i < len(COLD):
+            kept, took = COLD[i]
+        else:
+            est = estimate(state)
+            b = node_budget({"p": est}, interval_s=2.0, headroom=0.8, arrived={"p": ARRIVED})
+            kept = min(b.available_s / est.per_tuple_s, ARRIVED)
+            took = max(TRUE_OVERHEAD_S + TRUE_PER_TUPLE_S * kept + rng.normal(0, NOISE_S), 0.05)
+            durations.append(took)
+        rows.append(kept)
+        state = observe(cfg, state, int(kept), took, arrived=ARRIVED)
+    return rows, durations
+
+
+def _decisions_to_reach(rows, share=0.8):
+    return next((i for i, r in enumerate(rows) if i >= len(COLD) and r >= share * TRUE_ROWS), 999)
+
+
+def test_after_slow_cold_batches_the_budget_reaches_the_truth_twice_as_fast() -> None:
+    # Batches sized by the model barely vary, so its slope rests on the cold batches (the
+    # largest); without the bias rule it climbs as fast as forgetting erases them.
+    with_rule = [_decisions_to_reach(_closed_loop(CostModelConfig(), s, True)[0]) for s in range(8)]
+    without = [
+        _decisions_to_reach(_closed_loop(CostModelConfig(bias_after=0), s, True)[0])
+        for s in range(8)
+    ]
+    assert np.median(without) >= 35, without  # the slow climb the federation runs showed
+    assert np.median(with_rule) <= 0.6 * np.median(without), (with_rule, without)
+
+
+def test_the_bias_rule_costs_nothing_on_a_steady_node() -> None:
+    over, over_without, reached = [], [], []
+    for seed in range(8):
+        rows, took = _closed_loop(CostModelConfig(), seed, False)
+        _, took_without = _closed_loop(CostModelConfig(bias_after=0), seed, False)
+        reached.append(_decisions_to_reach(rows))
+        over.append(np.mean(np.array(took[30:]) > 2.0))
+        over_without.append(np.mean(np.array(took_without[30:]) > 2.0))
+        tail = np.array(rows[40:]) / TRUE_ROWS
+        assert 0.9 < tail.mean() < 1.1, (seed, tail.mean())
+    assert max(reached) <= 10
+    assert np.mean(over) <= np.mean(over_without) + 0.02, (over, over_without)
+
+
+def test_a_bias_is_counted_and_the_side_run_restarts() -> None:
+    cfg = CostModelConfig(warmup_batches=0, bias_after=3, noise_s=1.0)
+    state = initial_state(cfg)
+    for _ in range(3):  # slightly above the prior's prediction, never an outlier
+        state = observe(cfg, state, 100_000, 0.3 + 0.2 + 0.05)
+    assert (state.biases, state.side_run, state.shifts) == (1, 0, 0)
+    with pytest.raises(ConfigError, match="bias_after must be an int >= 0"):
+        CostModelConfig(bias_after=-1)
 
 
 def test_warmup_batch_is_ignored():
