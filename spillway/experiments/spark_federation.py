@@ -453,6 +453,7 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
     SIC from their stored results (:func:`lost_sic`). With ``rates = "measured"`` a calibration
     run comes first (:func:`calibration_values`) and sets every mode's rates
     (:func:`derive_rates`); ``calibration`` and ``rates`` say what was run."""
+    from spillway.experiments._fed_sim import read_histories
     from spillway.federation.up import add_federation_command
     from spillway.testing import running_broker
 
@@ -529,7 +530,7 @@ def measure(config: SparkFederationConfig) -> dict[str, Any]:
                     "summary": summary,
                     "timeline": timeline,
                     **({"lost_sic": lost_sic(config, fed_file, out, summary["kill"])}
-                       if mode == KILL_MODE else {}),
+                       if mode == KILL_MODE else {"histories": read_histories(out, NODES)}),
                 })  # fmt: skip
                 (root / "measured.json").write_text(json.dumps(measured))
     return measured
@@ -873,10 +874,14 @@ def checks(
 def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analysis:
     """Summary values (``jain_coordinated``, ``jain_uncoordinated``, ``jain_random``,
     ``node_kill``, ``runs``), checks, tables, figures, prose."""
+    from spillway.experiments import _fed_sim  # it imports this module
+
     runs = list(measured["runs"])
     values = {r["mode"]: mode_values(config, r) for r in runs if r["mode"] in MODES}
     calibration = measured.get("calibration")
     cks = checks(config, values, calibration)
+    sims, sim_wall_s = _fed_sim.compare_runs(config, measured)
+    cks += _fed_sim.sim_checks(sims)
     killed = next((r for r in runs if r["mode"] == KILL_MODE), None)
     kv = None if killed is None else kill_values(config, killed)
     if kv is not None:
@@ -910,6 +915,7 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
         tally = counts(c for c in cks if c.name.startswith("node_kill_"))
         summary["node_kill"] = {"verdict": "fail" if tally["fail"] else "pass", **kv}
     summary["runs"] = {m: {k: v for k, v in values[m].items()} for m in values}
+    summary["simulator"] = {"wall_s": sim_wall_s, "modes": sims}
     rows = [
         {"mode": m, "query": q, "mean_sic": s}
         for m, v in values.items()
@@ -935,12 +941,23 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
         setup=_setup(config, used, calibration, measured.get("node_cpu")),
         paper=_paper(values, cks, kv),
         notes=_notes(),
-        tables={"query_sic.csv": rows, "nodes.csv": nodes, "timeline.csv": timeline},
+        tables={
+            "query_sic.csv": rows,
+            "nodes.csv": nodes,
+            "timeline.csv": timeline,
+            "simulator.csv": [
+                {"mode": m, **r}
+                for m, s in sims.items()
+                if not isinstance(s, str)
+                for r in s["queries"]
+            ],
+        },
         figures=_figures(config, values, runs, kv),
         sections=[
             ("Input rates", _rates_table(config, used, calibration)),
             ("Per query: mean SIC over the measured part", markdown_table(rows)),
             ("Per node", markdown_table(nodes)),
+            ("Simulator beside Spark", _fed_sim.table(sims, sim_wall_s)),
         ],
     )
 
@@ -1156,6 +1173,12 @@ def _notes() -> str:
         "- Uncoordinated nodes balance the share of each local query's SIC they kept (THEMIS "
         "Fig. 4 top); the shared query's link rows at `c` are one of `c`'s local queries.",
         "- Random sheds every tuple with the same probability on each node (a uniform sample).",
+        "- Simulator beside Spark (`_fed_sim`): the simulator decides every 250 ms where a "
+        "Spark node decides once a micro-batch, its results reach the coordinator without "
+        "Spark's seconds of lag, and it follows the measured capacities a decision at a time. "
+        "Its `local` coordination balances each node's own admitted SIC (THEMIS Fig. 4 top, "
+        "over-serving `shared`); Spark's uncoordinated nodes balance each fragment's kept "
+        "share, so the uncoordinated rows compare two different rules.",
         f"- `{KILL_MODE}`: coordinated BALANCE-SIC with node `{KILL_NODE}` crashed (SIGKILL of "
         "its process group) and restarted from its checkpoint by `federation up --kill`. The "
         "coordinator freezes a query rooted on a lost node (its STW stops at its last "

@@ -31,6 +31,7 @@ A two-fragment chain across nodes 0 and 1, and a single-fragment query on node 1
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -66,6 +67,9 @@ class FragmentSpec:
         Indices (within the query) of the fragments consuming its output; empty for a root.
     fanout : {"replicate", "partition"}
         How the rows reach several consumers (only matters with more than one).
+    rate : float or None
+        Tuples per second of each of its sources; None: the run's ``SimConfig.source_rate``
+        (a measured federation's producers run at a rate per query).
 
     Examples
     --------
@@ -73,6 +77,10 @@ class FragmentSpec:
     Traceback (most recent call last):
     ...
     spillway.errors.ConfigError: fanout must be one of replicate, partition; got 'broadcast'
+    >>> FragmentSpec(node=0, sources=1, rate=0.0)
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: rate must be a finite number > 0 (tuples/s per source) or None, got 0.0
     """
 
     node: int
@@ -80,6 +88,7 @@ class FragmentSpec:
     rows_out: int = 1
     downstream: tuple[int, ...] = ()
     fanout: str = "replicate"
+    rate: float | None = None
 
     def __post_init__(self) -> None:
         _int(self.node, "node", 0)
@@ -95,6 +104,13 @@ class FragmentSpec:
             raise ConfigError(f"downstream must not repeat a fragment, got {self.downstream}")
         if self.fanout not in FANOUTS:
             raise ConfigError(f"fanout must be one of {', '.join(FANOUTS)}; got {self.fanout!r}")
+        r = self.rate
+        if r is not None and not (
+            isinstance(r, int | float) and not isinstance(r, bool) and math.isfinite(r) and r > 0
+        ):
+            raise ConfigError(
+                f"rate must be a finite number > 0 (tuples/s per source) or None, got {r!r}"
+            )
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -148,12 +164,17 @@ class Deployment:
     capacity : float or tuple of float
         Tuples per second each node processes (one value for all, or one per node).
     queries : tuple of QuerySpec
+    capacity_steps : tuple of (float, tuple of float)
+        A capacity that changes during the run: ``(from_s, per node)`` pieces in time order,
+        each node processing ``per node`` tuples per second from ``from_s`` on (``capacity``
+        before the first); its cost model sees the change only in its processing times, as
+        a Spark node's does. Empty: ``capacity`` throughout.
 
     Raises
     ------
     ConfigError
         A fragment on a node that does not exist, a capacity that is not a positive number, a
-        cyclic query graph.
+        cyclic query graph, capacity steps out of time order or not one per node.
 
     Examples
     --------
@@ -161,11 +182,20 @@ class Deployment:
     Traceback (most recent call last):
     ...
     spillway.errors.ConfigError: capacity must be finite numbers > 0 (tuples per second per node), got 0.0
+    >>> d = Deployment(n_nodes=2, capacity=(10.0, 20.0), queries=(),
+    ...                capacity_steps=((5.0, (12.0, 18.0)), (9.0, (14.0, 16.0))))
+    >>> d.capacities_at(0.0).tolist(), d.capacities_at(5.0).tolist(), d.capacities_at(99.0).tolist()
+    ([10.0, 20.0], [12.0, 18.0], [14.0, 16.0])
+    >>> Deployment(n_nodes=1, capacity=1.0, queries=(), capacity_steps=((5.0, (1.0,)), (2.0, (1.0,))))
+    Traceback (most recent call last):
+    ...
+    spillway.errors.ConfigError: capacity_steps must be (from_s, one capacity per node) pairs with from_s >= 0 increasing; got times [5.0, 2.0]
     """
 
     n_nodes: int
     capacity: float | tuple[float, ...]
     queries: tuple[QuerySpec, ...]
+    capacity_steps: tuple[tuple[float, tuple[float, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         _int(self.n_nodes, "n_nodes", 1)
@@ -186,6 +216,32 @@ class Deployment:
                     raise ConfigError(
                         f"a fragment runs on node {f.node}, but there are {self.n_nodes} nodes"
                     )
+        self._check_steps()
+
+    def _check_steps(self) -> None:
+        steps = self.capacity_steps
+        ok = isinstance(steps, tuple) and all(
+            isinstance(p, tuple) and len(p) == 2 and isinstance(p[1], tuple) for p in steps
+        )
+        times = [p[0] for p in steps] if ok else []
+        ok = ok and all(
+            isinstance(t, int | float) and not isinstance(t, bool) and math.isfinite(t) and t >= 0
+            for t in times
+        )
+        ok = ok and all(b > a for a, b in zip(times, times[1:], strict=False))
+        ok = ok and all(len(p[1]) == self.n_nodes for p in steps)
+        if not ok:
+            raise ConfigError(
+                "capacity_steps must be (from_s, one capacity per node) pairs with from_s >= 0 "
+                f"increasing; got times {times if times else steps!r}"
+            )
+        for _, caps in steps:
+            c = np.asarray(caps, dtype=np.float64)
+            if not np.isfinite(c).all() or (c <= 0).any():
+                raise ConfigError(
+                    f"capacity_steps capacities must be finite numbers > 0 (tuples per second per "
+                    f"node), got {caps!r}"
+                )
 
     @property
     def n_queries(self) -> int:
@@ -203,6 +259,15 @@ class Deployment:
             np.broadcast_to(np.asarray(self.capacity, dtype=np.float64), (self.n_nodes,))
         )
 
+    def capacities_at(self, t: float) -> np.ndarray:
+        """Tuples per second of every node at time ``t`` (``capacity_steps``) (N,)."""
+        got = self.capacities()
+        for start, caps in self.capacity_steps:
+            if start > t:
+                break
+            got = np.asarray(caps, dtype=np.float64)
+        return np.array(got)
+
     def source_counts(self) -> list[int]:
         """``|S|`` of every query."""
         return [q.n_sources for q in self.queries]
@@ -218,7 +283,8 @@ class Topology:
     :meth:`Deployment.topology`).
 
     Fragments: ``frag_query``, ``frag_node``, ``frag_sources``, ``frag_rows`` (rows per
-    firing), ``frag_kind`` (index into ``kinds``); ``node_frags`` (N+1,) bounds each node's
+    firing), ``frag_kind`` (index into ``kinds``), ``frag_rate`` (tuples/s per source, NaN:
+    the run's ``source_rate``); ``node_frags`` (N+1,) bounds each node's
     contiguous fragments. Edges (one per producer → consumer): ``edge_from``, ``edge_to``,
     ``edge_partition`` (bool), ``edge_k`` (consumers of the producer), ``edge_j`` (this
     consumer's position among them). Lanes (the input-buffer streams a node decides on, THEMIS
@@ -236,6 +302,7 @@ class Topology:
     frag_node: np.ndarray
     frag_sources: np.ndarray
     frag_rows: np.ndarray
+    frag_rate: np.ndarray
     node_frags: np.ndarray
     edge_from: np.ndarray
     edge_to: np.ndarray
@@ -284,9 +351,11 @@ class Topology:
             tuple[int, int, int, int, int]
         ] = []  # query, index in query, node, sources, rows
         edges: list[tuple[int, int, int, int, int, bool]] = []  # q, from, to (in query), k, j, part
+        rates: dict[tuple[int, int], float] = {}
         for qi, q in enumerate(d.queries):
             for fi, f in enumerate(q.fragments):
                 rows.append((qi, fi, f.node, f.sources, f.rows_out))
+                rates[(qi, fi)] = math.nan if f.rate is None else float(f.rate)
                 k = len(f.downstream)
                 for j, to in enumerate(f.downstream):
                     edges.append((qi, fi, to, k, j, f.fanout == "partition"))
@@ -332,6 +401,7 @@ class Topology:
             frag_node=frag_node,
             frag_sources=frag_sources,
             frag_rows=frag_rows,
+            frag_rate=np.array([rates[(int(q), int(i))] for q, i in arr[:, :2]], dtype=np.float64),
             node_frags=node_frags,
             edge_from=e[:, 0].copy(),
             edge_to=e[:, 1].copy(),

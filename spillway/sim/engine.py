@@ -6,7 +6,8 @@ Every step ``k`` (time ``t = k · interval``) runs, in this order:
    step arrive: rows join the consumer node's input buffer as one lane per edge, results go to
    the query coordinator, with node reports (heartbeats).
 2. **Sources.** Each source's batches that arrived in ``(t - interval, t]`` (a
-   :mod:`spillway.feeds.profiles` profile of batches) join its lane; a
+   :mod:`spillway.feeds.profiles` profile of batches at its fragment's ``rate``, else
+   ``source_rate``) join its lane; a
    :class:`~spillway.quality.StwCounter` re-estimates every source's tuples per STW and stamps
    them with THEMIS Eq. 1.
 3. **Coordinator.** :class:`~spillway.quality.coordination.SicCoordinator` computes every
@@ -26,7 +27,8 @@ Every step ``k`` (time ``t = k · interval``) runs, in this order:
    ``c`` every interval).
 5. **Processing.** Kept tuples are processed during ``[t, t + interval)``; their SIC adds to
    their fragment's open window. The processing time the node's cost model sees is the true
-   cost of the node (``1 / capacity`` per kept tuple, nothing per shed one: THEMIS's model)
+   cost of the node (``1 / capacity`` per kept tuple, nothing per shed one: THEMIS's model;
+   the capacity of the step under ``Deployment.capacity_steps``)
    with seeded noise; an overrun is carried into the next interval's budget.
 6. **Windows.** When a window closes, each fragment emits ``rows_out`` rows carrying its
    window's SIC (THEMIS Eq. 3 via :func:`spillway.quality.propagation.spread`), replicated
@@ -101,6 +103,40 @@ _PLAN = "fragments"  # the one plan of a simulated node (THEMIS: one cost per tu
 
 def _seed(seed: int, *path: int) -> int:
     return int(np.random.SeedSequence([seed, *path]).generate_state(1)[0])
+
+
+class _Arrivals:
+    """Batches of every source by time ``t``: one profile of ``config.profile`` per distinct
+    source rate (``FragmentSpec.rate``, else ``config.source_rate``), so a deployment whose
+    sources all share one rate runs exactly one profile over all of them."""
+
+    def __init__(self, topo: Topology, config: SimConfig) -> None:
+        rates = topo.frag_rate[topo.source_frag]
+        rates = np.where(np.isnan(rates), config.source_rate, rates)
+        self.n = topo.n_sources
+        distinct = list(dict.fromkeys(rates.tolist())) or [config.source_rate]
+        self.groups = [
+            (
+                np.flatnonzero(rates == r) if self.n else np.arange(0),
+                make_profile(
+                    config.profile,
+                    n_sources=max(int((rates == r).sum()), 1),
+                    rate=r / config.batch_size,
+                    seed=config.seed if g == 0 else _seed(config.seed, 3, g),
+                    **dict(config.profile_options),
+                ),
+            )
+            for g, r in enumerate(distinct)
+        ]
+
+    def count(self, t: float) -> np.ndarray:
+        """Batches of every source that arrived in ``[0, t)`` (S,)."""
+        if len(self.groups) == 1:
+            return self.groups[0][1].count(t)[: self.n]
+        out = np.zeros(self.n, dtype=np.int64)
+        for idx, p in self.groups:
+            out[idx] = p.count(t)[: idx.size]
+        return out
 
 
 @dataclass
@@ -183,13 +219,7 @@ class Simulation:
         coordinated = cfg.coordination == "coordinated"
         stw = StwConfig(stw_s=cfg.stw_s, slide_s=step_s)
 
-        profile = make_profile(
-            cfg.profile,
-            n_sources=max(topo.n_sources, 1),
-            rate=cfg.source_rate / cfg.batch_size,
-            seed=cfg.seed,
-            **dict(cfg.profile_options),
-        )
+        profile = _Arrivals(topo, cfg)
         counter = StwCounter(stw, n_lanes=topo.n_sources)
         src_n_sources = topo.query_sources[q_of_f[topo.source_frag]]
         coord = SicCoordinator(
@@ -203,6 +233,7 @@ class Simulation:
             history_s=cfg.stw_s + float(lags.max(initial=0.0)) + (dc + 2) * step_s,
         )
         nodes = [self._node(n) for n in range(n_nodes)]
+        cap_steps = list(self.deployment.capacity_steps)
         overload = OverloadConfig()
 
         lane_node = topo.frag_node[topo.lane_frag]
@@ -238,6 +269,9 @@ class Simulation:
             alive = np.array(
                 [not any(f.node == n and f.down(t) for f in cfg.failures) for n in range(n_nodes)]
             )
+            while cap_steps and cap_steps[0][0] <= t + 1e-9:  # the nodes' true cost changes
+                for node, c in zip(nodes, cap_steps.pop(0)[1], strict=True):
+                    node.per_tuple_s = 1.0 / float(c)
             # 1. deliveries
             slot = k % ring
             rows_in = transit_rows[slot].copy()
@@ -249,7 +283,7 @@ class Simulation:
             for sent, who in beats.pop(k, []):
                 coord.heard(who, at=sent)
             # 2. sources
-            batches = profile.count(t)[: topo.n_sources]
+            batches = profile.count(t)
             arrived = (batches - prev_batches) * cfg.batch_size
             prev_batches = batches
             counter.push(arrived)

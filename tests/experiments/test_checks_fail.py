@@ -28,6 +28,7 @@ from spillway.bench.decision import decision_checks
 from spillway.bench.kafka_bench import kafka_checks
 from spillway.bench.spark_bench import spark_checks
 from spillway.experiments import EXPERIMENTS
+from spillway.experiments import _fed_sim as fsim
 from spillway.experiments import cod_accuracy as ca
 from spillway.experiments import cod_drift as cd
 from spillway.experiments import cod_latency as cl
@@ -415,6 +416,18 @@ ROWS: list[Row] = [
     Row("spark-federation", ("node_kill_caught_up",), FAIL,
         "the restarted node's committed offsets 2 short of its link's end at the restart",
         run=lambda: _kill(caught_up=False)),
+    elsewhere("spark-federation", "sim_sic_within_0.05", FAIL,
+              "run 9's random run simulated at twice its nodes' measured capacities: every "
+              "query 0.2 or more above Spark's SIC",
+              "experiments/test_fed_sim.py::test_capacities_off_by_2x_fail_the_sic_check"),
+    elsewhere("spark-federation", "sim_jain_within_0.02", FAIL,
+              "run 9's random run simulated with node c at twice its measured capacity: Jain "
+              "below 0.9 against Spark's 0.96",
+              "experiments/test_fed_sim.py::test_one_node_off_by_2x_fails_the_jain_check"),
+    Row("spark-federation", ("sim_sic_within_0.05", "sim_jain_within_0.02"), NA,
+        "a run that kept no node histories (no capacities to simulate it at)",
+        run=lambda: fsim.sim_checks({"coordinated": "the run kept no node histories"}),
+        why="no node histories"),
     # ---------------------------------------- stw-validation
     elsewhere("stw-validation", "means_in_range", FAIL,
               "a 0.6 s result lag on a loaded machine: 0.9405 at STW 10 s",
@@ -570,7 +583,11 @@ EMPTY: dict[str, Callable[[], Sequence[Check]]] = {
     "overload": lambda: ov.checks({}),
     "sic-correlation": lambda: scor.checks([], []),
     "single-node-fairness": lambda: nf.checks([], nf.FairnessConfig(capacity_tuples_per_s=None)),
-    "spark-federation": lambda: [*sf.checks(sf.make_config(quick=True), {}), *sf.kill_checks({})],
+    "spark-federation": lambda: [
+        *sf.checks(sf.make_config(quick=True), {}),
+        *sf.kill_checks({}),
+        *fsim.sim_checks({}),
+    ],
     "stw-validation": lambda: sv.checks([]),
     "federated-fairness": lambda: ff.checks([]),
     "shedding-interval": lambda: si.checks([]),

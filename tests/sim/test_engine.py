@@ -249,3 +249,39 @@ def test_errors() -> None:
         simulate("d", SimConfig())  # type: ignore[arg-type]
     with pytest.raises(ConfigError, match="config must be a SimConfig"):
         simulate(d, {})  # type: ignore[arg-type]
+
+
+def test_a_fragment_rate_sets_its_sources_arrivals() -> None:
+    """``FragmentSpec.rate`` (tuples/s per source) overrides ``source_rate``: two single-node
+    queries on one node at 300 and 100 tuples/s per source arrive 3:1 (800 tuples/s); random
+    shedding at 400 tuples/s keeps half of both."""
+    d = Deployment(n_nodes=1, capacity=400.0, queries=(
+        QuerySpec(fragments=(FragmentSpec(node=0, sources=2, rate=300.0),)),
+        QuerySpec(fragments=(FragmentSpec(node=0, sources=2, rate=100.0),)),
+    ))  # fmt: skip
+    r = simulate(d, SimConfig(duration_s=40.0, warmup_s=20.0, policy="random", seed=1))
+    assert r.accounting.source_arrived == pytest.approx(40 * 2 * 400, rel=0.01)
+    assert r.per_query_sic() == pytest.approx([400 / 800] * 2, rel=0.03)
+    same = Deployment(n_nodes=1, capacity=1_000.0, queries=(
+        QuerySpec(fragments=(FragmentSpec(node=0, sources=2, rate=150.0),)),))  # fmt: skip
+    plain = Deployment(n_nodes=1, capacity=1_000.0, queries=(
+        QuerySpec(fragments=(FragmentSpec(node=0, sources=2),)),))  # fmt: skip
+    cfg = SimConfig(duration_s=30.0, warmup_s=20.0, seed=2)  # source_rate 150: bit-identical
+    assert (simulate(same, cfg).query_sic == simulate(plain, cfg).query_sic).all()
+
+
+def test_capacity_steps_change_what_a_node_keeps() -> None:
+    """A node at 1,000 tuples/s, 3,000 from 40 s on, under 4,000 tuples/s of input: its cost
+    model follows the change from its processing times, and the SIC goes from 0.25 to 0.75."""
+    q = QuerySpec(fragments=(FragmentSpec(node=0, sources=4, rate=1_000.0),))
+    d = Deployment(n_nodes=1, capacity=1_000.0, queries=(q,),
+                   capacity_steps=((40.0, (3_000.0,)),))  # fmt: skip
+    r = simulate(d, SimConfig(duration_s=80.0, warmup_s=20.0, seed=0))
+    t = r.sample_times
+    before = r.query_sic[(t >= 25) & (t < 40), 0].mean()
+    after = r.query_sic[t >= 60, 0].mean()
+    assert before == pytest.approx(0.25, abs=0.02) and after == pytest.approx(0.75, abs=0.03)
+    with pytest.raises(ConfigError, match="capacity_steps must be"):
+        Deployment(n_nodes=1, capacity=1.0, queries=(q,), capacity_steps=((1.0, (1.0, 2.0)),))
+    with pytest.raises(ConfigError, match="capacity_steps capacities must be finite"):
+        Deployment(n_nodes=1, capacity=1.0, queries=(q,), capacity_steps=((1.0, (0.0,)),))
