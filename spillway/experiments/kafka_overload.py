@@ -765,7 +765,7 @@ _NOTES = (
 
 EXPERIMENT: Experiment[KafkaOverloadConfig, dict[str, Any]] = Experiment(
     name="kafka-overload",
-    title="User queries over Kafka topics at 3x measured capacity: error beside SIC",
+    title="User queries over Kafka topics at 1.5-4x (mean 3x) measured capacity: error beside SIC",
     config_type=KafkaOverloadConfig,
     measure=measure,
     analyse=analyse,
