@@ -9,10 +9,17 @@ computed from what was sent.
 
 >>> TopicLoad(feed="taxi", per_source=250.0, sources=2).argv("fares", 3)[:6]
 ['produce', 'fares', '--feed', 'taxi', '--sources', '2']
+>>> steps = TopicLoad(feed="taxi", per_source=100.0, sources=2, profile="step",
+...                   profile_options={"times": [10], "factors": [3], "period_s": 20})
+>>> " ".join(steps.argv("fares", 3)[12:])
+'--profile step --profile-option times=[10] --profile-option factors=[3] --profile-option period_s=20'
+>>> steps.mean_rate   # 2 sources, each 100 t/s for 10 s then 300 t/s for 10 s
+400.0
 """
 
 from __future__ import annotations
 
+import json
 import math
 import subprocess
 import sys
@@ -24,16 +31,27 @@ from typing import Any
 
 from spillway.errors import SpillwayError
 from spillway.federation.cpu import limited_argv
+from spillway.feeds.profiles import make_profile
 
 
 @dataclass(frozen=True, kw_only=True)
 class TopicLoad:
-    """What one producer sends: a feed, its settings, tuples/s per source (partition)."""
+    """What one producer sends: a feed, its settings, tuples/s per source (partition) at the
+    arrival-rate ``profile`` of :mod:`spillway.feeds.profiles` (its ``rate``) and that
+    profile's settings."""
 
     feed: str
     per_source: float
     sources: int
     options: Mapping[str, Any] = field(default_factory=dict)
+    profile: str = "constant"
+    profile_options: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def mean_rate(self) -> float:
+        """The long-run mean tuples/s of all sources (raises for a bad profile or setting)."""
+        return self.sources * make_profile(self.profile, n_sources=1, rate=self.per_source,
+                                           **self.profile_options).mean_rate  # fmt: skip
 
     def argv(self, topic: str, seed: int) -> list[str]:
         """The ``spillway produce`` arguments for ``topic``."""
@@ -41,6 +59,10 @@ class TopicLoad:
                 "--rate", f"{self.per_source:.3f}", "--duration", "3600", "--seed", str(seed)]  # fmt: skip
         for k, v in self.options.items():
             args += ["--feed-option", f"{k}={v}"]
+        if self.profile != "constant" or self.profile_options:
+            args += ["--profile", self.profile]
+        for k, v in self.profile_options.items():
+            args += ["--profile-option", f"{k}={json.dumps(v)}"]
         return args
 
 
@@ -58,7 +80,8 @@ class Producers:
                     f"the producer of {topic} needs a rate > 0 tuples/s, got {load.per_source!r}"
                 )
         self.conn, self.topics = conn, list(loads)
-        self.asked_rate = sum(x.per_source * x.sources for x in loads.values())
+        #: Tuples/s asked of all producers together over the long run (their profiles' mean).
+        self.asked_rate = sum(x.mean_rate for x in loads.values())
         #: Records the topics held before these producers started (not counted as theirs).
         self.before = self._held()
         self.procs: list[tuple[str, subprocess.Popen[bytes]]] = []

@@ -1,5 +1,6 @@
 """``kafka-overload``: user queries over three Kafka topics fed live at 3x the node's measured
-capacity, BALANCE-SIC shedding, each result's error against the exact answer beside its SIC.
+capacity on average, BALANCE-SIC shedding, each result's error against the exact answer beside
+its SIC.
 
 The end-to-end promise of spillway for a user with real streams (THEMIS §6 and §7.1 on one
 node): their own PySpark queries over topics that arrive faster than the node can process keep
@@ -21,9 +22,12 @@ time are a first capacity; (2) the capacity under load: the same with fresh topi
 the node processes less while they send at the run's rate); the capacity is then the rate whose
 batch fills the node's headroom of the intervals one batch spans (one, or more when the fixed cost
 alone would fill most of one: the controller's own rule), from the fixed and per-row costs fitted
-over both runs' batches (:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run: fresh topics produced at ``level`` (3) times that
-capacity together, the node shedding with BALANCE-SIC for
-``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
+over both runs' batches (:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run:
+fresh topics produced together at a rate that steps through ``steps`` times that capacity
+(1.5x, 3.5x, 4x, ``step_s`` = 10 s each, repeated: a mean of ``level`` = 3x), so the windows
+are overloaded unequally and differ in SIC for a real reason (at one constant rate every window
+kept about the same share and SIC could not be shown to track the error), the node shedding
+with BALANCE-SIC for ``duration_s``, each query writing its results to a Parquet folder; (4) the exact answers: the
 same functions over everything that arrived in the windows of the last ``exact_span_s`` seconds
 (a keep-all batch read of the same topic offsets) that the node's finished micro-batches had
 closed when it stopped (:func:`~spillway.experiments._spark_runs.run_level`): the window or two
@@ -45,8 +49,11 @@ invariant, not a finding).
 Examples
 --------
 >>> cfg = make_config(quick=True)
->>> cfg.duration_s, cfg.level, cfg.policy
-(120.0, 3.0, 'balance-sic')
+>>> cfg.duration_s, cfg.level, cfg.policy, cfg.steps, cfg.step_s
+(120.0, 3.0, 'balance-sic', (1.5, 3.5, 4.0), 10.0)
+>>> profile, opts, first = rate_pattern(cfg)   # the producers' profile, relative to step 1
+>>> profile, opts["times"], [round(f, 4) for f in opts["factors"]], opts["period_s"], first
+('step', [10.0, 20.0], [2.3333, 2.6667], 30.0, 0.5)
 >>> window_errors(
 ...     pd.DataFrame({"window_start": [0, 0], "key": [1, 2], "mean_fare": [11.0, 20.0],
 ...                   "sic": [0.1, 0.1]}),
@@ -97,7 +104,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 #: One line for ``spillway experiment --help``.
-DESCRIPTION = "user queries over 3 Kafka topics at 3x measured capacity: error beside SIC (Spark)"
+DESCRIPTION = (
+    "user queries over 3 Kafka topics at 1.5-4x (mean 3x) measured capacity: error beside SIC "
+    "(Spark)"
+)
 
 #: The README's user query (``mean_fare``), as shipped.
 EXAMPLE = Path(str(files("spillway") / "examples" / "own_query.py"))
@@ -177,7 +187,10 @@ class KafkaOverloadConfig:
 
     Parameters
     ----------
-    level : arrivals over the measured capacity (> 1).
+    level : arrivals over the measured capacity (> 1), on average over the run.
+    steps : the run's arrivals over the measured capacity, each for ``step_s``, in turn and
+        repeated; their mean must be ``level`` (empty: ``level`` throughout).
+    step_s : how long each of ``steps`` lasts (s).
     policy : the shedding policy.
     duration_s : streaming time of the run once the node is warm.
     probe_s : streaming time of the capacity run.
@@ -193,6 +206,8 @@ class KafkaOverloadConfig:
     """
 
     level: float = 3.0
+    steps: tuple[float, ...] = (1.5, 3.5, 4.0)
+    step_s: float = 10.0
     policy: str = "balance-sic"
     duration_s: float = 600.0
     probe_s: float = 60.0
@@ -209,7 +224,14 @@ class KafkaOverloadConfig:
             self.level > 1
         ):
             raise ConfigError(f"level must be an overload > 1, got {self.level!r}")
-        for name in ("duration_s", "probe_s", "trigger_s", "exact_span_s"):
+        steps = tuple(check_positive(f"steps[{i}]", v) for i, v in enumerate(self.steps))
+        object.__setattr__(self, "steps", steps)  # a list from a JSON spec, kept as a tuple
+        if steps and not math.isclose(float(np.mean(steps)), self.level, rel_tol=1e-6):
+            raise ConfigError(
+                f"steps {list(steps)} have mean {float(np.mean(steps)):g}, not the level "
+                f"{self.level:g}: the run's mean overload is the level"
+            )
+        for name in ("duration_s", "probe_s", "trigger_s", "exact_span_s", "step_s"):
             check_positive(name, getattr(self, name))
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
         check_positive("lateness_s", self.lateness_s, allow_zero=True)
@@ -222,13 +244,27 @@ class KafkaOverloadConfig:
 
 
 def make_config(quick: bool = False, seed: int = 0) -> KafkaOverloadConfig:
-    """10 minutes at 3x (1 minute per capacity run, the first 30 s of the run not measured);
-    or quick: 2 minutes (40 s per capacity run, 20 s not measured), 30 s of exact answers."""
+    """10 minutes at 1.5x, 3.5x, 4x in turn, 10 s each (3x on average; 1 minute per capacity
+    run, the first 30 s of the run not measured); or quick: 2 minutes (40 s per capacity run,
+    20 s not measured), 30 s of exact answers (one period of the steps)."""
     if quick:
         return KafkaOverloadConfig(
             duration_s=120.0, probe_s=40.0, warmup_s=20.0, exact_span_s=30.0, seed=seed
         )
     return KafkaOverloadConfig(seed=seed)
+
+
+def rate_pattern(cfg: KafkaOverloadConfig) -> tuple[str, dict[str, Any], float]:
+    """The run's producers' arrival-rate profile (:class:`~spillway.feeds.profiles.StepProfile`
+    repeated every period, rates relative to the first step) with its settings, and the first
+    step's rate over the mean (``constant``, no settings and 1 without steps)."""
+    if len(cfg.steps) < 2:
+        return "constant", {}, 1.0
+    first = cfg.steps[0]
+    times = [round(cfg.step_s * k, 6) for k in range(1, len(cfg.steps))]
+    factors = [v / first for v in cfg.steps[1:]]
+    period = round(cfg.step_s * len(cfg.steps), 6)
+    return "step", {"times": times, "factors": factors, "period_s": period}, first / cfg.level
 
 
 def node_config(
@@ -275,14 +311,22 @@ def node_config(
 # ------------------------------------------------------------------------------ measuring
 
 
-def _producers(conn: Any, topics: Mapping[str, str], rate: float, seed: int) -> Producers:
-    """One ``spillway produce --feed taxi`` per topic, ``rate`` tuples/s in all."""
+def _producers(
+    conn: Any,
+    topics: Mapping[str, str],
+    rate: float,
+    seed: int,
+    pattern: tuple[str, dict[str, Any], float] | None = None,
+) -> Producers:
+    """One ``spillway produce --feed taxi`` per topic, ``rate`` tuples/s in all on average,
+    constant or following ``pattern`` (:func:`rate_pattern`)."""
+    profile, options, first = pattern or ("constant", {}, 1.0)
     loads = {
-        topic: TopicLoad(
-            feed="taxi", sources=PARTITIONS, per_source=rate * TOPICS[role] / PARTITIONS
-        )
+        topic: TopicLoad(feed="taxi", sources=PARTITIONS, profile=profile,
+                         profile_options=options,
+                         per_source=rate * first * TOPICS[role] / PARTITIONS)
         for role, topic in topics.items()
-    }
+    }  # fmt: skip
     return Producers(conn, loads, seed)
 
 
@@ -307,10 +351,11 @@ def _phase(
     *,
     exact: bool = False,
     keep_all: bool = False,
+    pattern: tuple[str, dict[str, Any], float] | None = None,
 ) -> tuple[LevelRun, dict[str, Any], dict[str, str], NodeConfig]:
     """Fresh topics and the node on them: producers at :data:`WARM_RATE` tuples/s in all while
-    the node warms up (:data:`WARM_BATCHES` micro-batches), then at ``rate`` for
-    ``duration_s``.
+    the node warms up (:data:`WARM_BATCHES` micro-batches), then at ``rate`` on average (in
+    the rate ``pattern`` if given) for ``duration_s``.
     Returns the run, what the ``rate`` producers sent (with ``from_s``, the feed time they
     started at), the topics and the node's config.
 
@@ -330,7 +375,7 @@ def _phase(
         if not feeding:  # the node is warm: the load starts now
             warm.stop()
             started.append(t)
-            feeding.append(_producers(conn, topics, rate, cfg.seed))
+            feeding.append(_producers(conn, topics, rate, cfg.seed, pattern))
         feeding[0].check()
 
     try:
@@ -387,9 +432,11 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         out.update(fit)
         capacity = fit["capacity_tuples_per_s"]
         rate = cfg.level * capacity
-        report(f"kafka-overload: {cfg.level:g}x of {capacity:,.0f} tuples/s, {cfg.duration_s:g} s")
+        report(f"kafka-overload: {_steps_text(cfg)} of {capacity:,.0f} tuples/s, "
+               f"{cfg.duration_s:g} s")  # fmt: skip
         lr, out["producers"], topics, node = _phase(cfg, conn, spark, tmp, "run", rate,
-                                                    cfg.duration_s, exact=True)  # fmt: skip
+                                                    cfg.duration_s, exact=True,
+                                                    pattern=rate_pattern(cfg))  # fmt: skip
         out["asked_rate"] = rate
         start = out["producers"]["from_s"] + cfg.warmup_s
         load = measured_overload(lr, from_s=start)
@@ -531,6 +578,8 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         queries[q] = {
             "sic_mean": measured.get("query_sic", {}).get(q, math.nan),
             "window_sic_mean": float(np.mean(sic[ok])) if ok.any() else math.nan,
+            "window_sic_min": float(np.min(sic[ok])) if ok.any() else math.nan,
+            "window_sic_max": float(np.max(sic[ok])) if ok.any() else math.nan,
             "error_mean": float(np.mean(err[ok])) if ok.any() else math.nan,
             "spearman_sic_error": spearman_rho(sic[ok], err[ok]) if ok.sum() >= 3 else math.nan,
             "windows": int(ok.sum()),
@@ -546,7 +595,17 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
     if measured.get("latency_windows"):
         tables["latency.csv"] = list(measured["latency_windows"])
     sics = [v["sic_mean"] for v in queries.values() if math.isfinite(v["sic_mean"])]
+    seen = decision_overloads(measured.get("intervals", []), measured.get("capacity_tuples_per_s"))
     values = {
+        "rate_pattern": {
+            "overloads": list(cfg.steps) or [cfg.level],
+            "step_s": cfg.step_s,
+            "mean_overload": cfg.level,
+            "profile": rate_pattern(cfg)[:2],
+        },
+        "decision_overload_min": float(np.min(seen)) if seen.size else math.nan,
+        "decision_overload_median": float(np.median(seen)) if seen.size else math.nan,
+        "decision_overload_max": float(np.max(seen)) if seen.size else math.nan,
         "capacity_probe_tuples_per_s": measured.get("capacity_probe_tuples_per_s"),
         "probe_producers": measured.get("probe_producers"),
         "capacity_loaded_rows_per_batch_s": measured.get("capacity_loaded_rows_per_batch_s"),
@@ -586,6 +645,7 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
     ] if series else []  # fmt: skip
     rows = [{"query": q, **v} for q, v in queries.items()]
     sections = [("Queries", markdown_table(rows, ["query", "sic_mean", "window_sic_mean",
+                                                    "window_sic_min", "window_sic_max",
                                                     "error_mean", "spearman_sic_error",
                                                     "windows", "scored_from_s",
                                                     "scored_until_s"]))]  # fmt: skip
@@ -594,6 +654,57 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         setup=_setup(cfg, measured), paper="\n".join(f"- {k}: {v}" for k, v in PAPER.items()),
         notes=_NOTES, sections=sections,
     )  # fmt: skip
+
+
+def decision_overloads(intervals: Any, capacity: Any) -> np.ndarray:
+    """Per measured decision of the run after the first: the tuples that arrived since the
+    previous decision per second over ``capacity`` (tuples/s): the overload each decision saw.
+
+    >>> rows = [{"t": 4.0, "arrived_tuples": 900, "measured": True},
+    ...         {"t": 8.0, "arrived_tuples": 400, "measured": True},
+    ...         {"t": 12.0, "arrived_tuples": 1600, "measured": True}]
+    >>> decision_overloads(rows, 100.0).tolist(), decision_overloads(rows, None).size
+    ([1.0, 4.0], 0)
+    """
+    ok = isinstance(capacity, int | float) and math.isfinite(capacity) and capacity > 0
+    rows = [r for r in intervals if r.get("measured")]
+    if not ok or len(rows) < 2:
+        return np.zeros(0)
+    t = np.array([r["t"] for r in rows], dtype=np.float64)
+    arrived = np.array([r["arrived_tuples"] for r in rows[1:]], dtype=np.float64)
+    dt = np.diff(t)
+    good = dt > 0
+    return arrived[good] / dt[good] / float(capacity)
+
+
+def _steps_text(cfg: KafkaOverloadConfig) -> str:
+    """The run's overload pattern in words.
+
+    >>> _steps_text(make_config(quick=True))
+    '1.5x, 3.5x, 4x in turn, 10 s each, repeated (mean 3x)'
+    >>> _steps_text(KafkaOverloadConfig(steps=()))
+    '3x throughout'
+    """
+    if len(cfg.steps) < 2:
+        return f"{cfg.level:g}x throughout"
+    each = ", ".join(f"{v:g}x" for v in cfg.steps)
+    return f"{each} in turn, {cfg.step_s:g} s each, repeated (mean {cfg.level:g}x)"
+
+
+def _overload_range(measured: Mapping[str, Any]) -> str:
+    """The overloads the measured decisions saw, as ``min-max (median m)``.
+
+    >>> rows = [{"t": 4.0 * i, "arrived_tuples": a, "measured": True}
+    ...         for i, a in enumerate([0, 600, 1500, 1600])]
+    >>> _overload_range({"intervals": rows, "capacity_tuples_per_s": 100.0})
+    '1.5x-4x (median 3.75x)'
+    >>> _overload_range({})
+    'not measured'
+    """
+    seen = decision_overloads(measured.get("intervals", []), measured.get("capacity_tuples_per_s"))
+    if not seen.size:
+        return "not measured"
+    return f"{num(seen.min())}x-{num(seen.max())}x (median {num(float(np.median(seen)))}x)"
 
 
 def _ratio(a: Any, b: Any) -> float:
@@ -626,12 +737,14 @@ def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
         f", two user queries (the "
         f"README's mean fare per route over `fares`; a stream-stream join of `pickups` and "
         f"`dropoffs`), {cfg.trigger_s:g} s windows = trigger; three topics of {PARTITIONS} "
-        f"partitions fed by `spillway produce --feed taxi` at {cfg.level:g}x the capacity "
+        f"partitions fed by `spillway produce --feed taxi`, their combined rate "
+        f"{_steps_text(cfg)} of the capacity "
         f"({cap:,.0f} tuples/s, {measured.get('capacity_method', 'fit')}: the rate whose batch "
         f"fills the headroom of {measured.get('span', 1)} trigger(s), from fixed cost {num(measured.get('fixed_s', math.nan))} s and "
         f"{num(measured.get('per_row_s', math.nan))} s a row fitted over the batches of two "
         f"keep-all runs, producers at {PROBE_RATE:,.0f} and at {cfg.level:g}x the "
-        f"{first:,.0f} rows over batch time of the first) together; "
+        f"{first:,.0f} rows over batch time of the first) together; the arrivals between two "
+        f"of the node's measured decisions were {_overload_range(measured)} the capacity; "
         f"{cfg.duration_s:g} s once warm, the first {cfg.warmup_s:g} s not measured; exact "
         f"answers of the windows of the last {cfg.exact_span_s:g} s the node's finished "
         f"micro-batches had closed when it stopped (at feed time "
@@ -652,7 +765,7 @@ _NOTES = (
 
 EXPERIMENT: Experiment[KafkaOverloadConfig, dict[str, Any]] = Experiment(
     name="kafka-overload",
-    title="User queries over Kafka topics at 3x measured capacity: error beside SIC",
+    title="User queries over Kafka topics at 1.5-4x (mean 3x) measured capacity: error beside SIC",
     config_type=KafkaOverloadConfig,
     measure=measure,
     analyse=analyse,

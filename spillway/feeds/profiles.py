@@ -12,7 +12,9 @@ Profiles (``rate`` is always the long-run mean per source unless a profile says 
 - ``constant``: ``λ = rate``;
 - ``step``: ``λ = rate`` before ``times[0]``, then ``rate · factors[k]`` from ``times[k]`` on
   (factors are relative to ``rate``, not cumulative; e.g. DILoS S_c: ``times=[10],
-  factors=[1.75]`` for 200 → 350 t/s); the long-run mean is the last level;
+  factors=[1.75]`` for 200 → 350 t/s); the long-run mean is the last level; with
+  ``period_s`` the pattern repeats every ``period_s`` (the last level lasts until then) and
+  the long-run mean is the time-weighted mean of one period;
 - ``bursty``: THEMIS §7.4, "10% of the time at 10× the rate". Time is cut into slots of
   ``slot_s``; each (source, slot) is a burst with probability ``fraction`` (a hash of seed,
   source and slot: deterministic, independent across sources), bursting slots run at
@@ -153,10 +155,16 @@ class StepProfile(Profile):
     ----------
     times : increasing times (s, > 0) at which the rate changes.
     factors : the rate from each time on, relative to ``rate`` (> 0).
+    period_s : if given (above the last time), the pattern starts again every ``period_s``.
 
     >>> p = StepProfile(n_sources=1, rate=200.0, times=[10.0], factors=[1.75])
     >>> p.count(10.0).tolist(), p.count(12.0).tolist()   # 200·10, then + 350·2
     ([2000], [2700])
+    >>> r = StepProfile(n_sources=1, rate=100.0, times=[10.0], factors=[3.0], period_s=20.0)
+    >>> r.count(20.0).tolist(), r.count(25.0).tolist(), r.mean_rate   # 100·10 + 300·10, + 100·5
+    ([4000], [4500], 200.0)
+    >>> r.arrival_time(0, np.array([3999, 4000])).round(2).tolist()   # the second period's first
+    [20.0, 20.01]
     """
 
     name = "step"
@@ -169,6 +177,7 @@ class StepProfile(Profile):
         seed: int = 0,
         times: Sequence[float] = (),
         factors: Sequence[float] = (),
+        period_s: float | None = None,
     ) -> None:
         super().__init__(n_sources=n_sources, rate=rate, seed=seed)
         ts = [positive(f"step times[{i}]", v) for i, v in enumerate(times)]
@@ -180,26 +189,52 @@ class StepProfile(Profile):
         if any(b <= a for a, b in zip(ts, ts[1:], strict=False)):
             raise ConfigError(f"step times must be strictly increasing, got {ts}")
         self.times, self.factors = tuple(ts), tuple(fs)
+        self.period_s = None if period_s is None else positive("step period_s", period_s)
+        if self.period_s is not None and ts and self.period_s <= ts[-1]:
+            raise ConfigError(
+                f"step period_s ({self.period_s:g}) must be above the last time ({ts[-1]:g})"
+            )
         self._knots = np.array([0.0, *ts])
         self._rates = self.rate * np.array([1.0, *fs])
         self._cum = np.concatenate([[0.0], np.cumsum(np.diff(self._knots) * self._rates[:-1])])
+        # Λ over one period (infinite without one: the pattern never starts again).
+        self._cycle = (
+            math.inf
+            if self.period_s is None
+            else float(self._cum[-1] + self._rates[-1] * (self.period_s - self._knots[-1]))
+        )
 
     @property
     def mean_rate(self) -> float:
-        return float(self._rates[-1])
+        if self.period_s is None:
+            return float(self._rates[-1])
+        return self._cycle / self.period_s
 
     def options(self) -> dict[str, Any]:
-        return {"times": list(self.times), "factors": list(self.factors)}
+        out: dict[str, Any] = {"times": list(self.times), "factors": list(self.factors)}
+        return out if self.period_s is None else {**out, "period_s": self.period_s}
+
+    def _within(self, t: float) -> float:
+        """``Λ(t)`` of the pattern not repeated."""
+        k = int(np.searchsorted(self._knots, t, side="right")) - 1
+        return float(self._cum[k] + self._rates[k] * (t - self._knots[k]))
+
+    def _within_inverse(self, y: np.ndarray) -> np.ndarray:
+        k = np.searchsorted(self._cum, y, side="right") - 1
+        return self._knots[k] + (y - self._cum[k]) / self._rates[k]
 
     def cumulative(self, t: float) -> np.ndarray:
-        k = int(np.searchsorted(self._knots, t, side="right")) - 1
-        value = self._cum[k] + self._rates[k] * (t - self._knots[k])
-        return np.full(self.n_sources, value)
+        if self.period_s is None:
+            return np.full(self.n_sources, self._within(t))
+        n, rest = divmod(t, self.period_s)
+        return np.full(self.n_sources, n * self._cycle + self._within(rest))
 
     def inverse(self, source: int, y: np.ndarray) -> np.ndarray:
         y = np.asarray(y, dtype=np.float64)
-        k = np.searchsorted(self._cum, y, side="right") - 1
-        return self._knots[k] + (y - self._cum[k]) / self._rates[k]
+        if self.period_s is None:
+            return self._within_inverse(y)
+        n = np.floor(y / self._cycle)
+        return n * self.period_s + self._within_inverse(y - n * self._cycle)
 
 
 class SlotProfile(Profile):

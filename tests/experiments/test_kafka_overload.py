@@ -93,6 +93,44 @@ def test_every_check_fails_or_does_not_apply_on_its_own_input(change, name, verd
     assert got[name].verdict == verdict, got[name].why
 
 
+def _stepped(slope, seed=0):
+    """Windows of a stepped run: 1/level of each step kept (1.5x, 3.5x, 4x, 5 windows each)."""
+    sic = np.repeat([1 / 1.5, 1 / 3.5, 1 / 4.0], 5) * 0.5
+    rng = np.random.default_rng(seed)
+    return _windows(sic + rng.normal(0, 0.01, sic.size), slope=slope, seed=seed)
+
+
+@pytest.mark.parametrize(("slope", "verdict"), [(-1.0, "pass"), (1.0, "fail")])
+def test_error_falls_with_sic_applies_to_a_stepped_run_and_fails_if_error_rises(slope, verdict):
+    # At one constant rate the windows' SIC spanned 0.037 (not applicable); steps between
+    # 1.5x and 4x spread it, and an error that rises with SIC then fails the check.
+    windows = {"fares": _stepped(slope), "trips": _stepped(-1.0, seed=1)}
+    got = {c.name: c for c in checks(CFG, _measured(windows=windows))}
+    assert got["error_falls_with_sic"].verdict == verdict, got["error_falls_with_sic"].why
+
+
+def test_the_report_states_the_rate_pattern_and_the_overloads_the_decisions_saw(tmp_path):
+    levels = [1.5, 3.5, 4.0, 1.5, 3.5, 4.0]
+    intervals = [{"t": 20.0 + 4 * i, "arrived_tuples": int(4 * 18_000 * v), "measured": True,
+                  "span": 1, "batch_s": 1.6, "processed_tuples": 28_000}
+                 for i, v in enumerate([3.0, *levels])]  # fmt: skip
+    summary = EXPERIMENT.write(CFG, _measured(intervals=intervals), tmp_path)
+    assert summary["rate_pattern"]["overloads"] == [1.5, 3.5, 4.0]
+    assert summary["rate_pattern"]["mean_overload"] == 3.0
+    assert summary["decision_overload_min"] == pytest.approx(1.5)
+    assert summary["decision_overload_max"] == pytest.approx(4.0)
+    fares = summary["queries"]["fares"]
+    assert fares["window_sic_min"] == pytest.approx(0.2) and fares["window_sic_max"] == 0.6
+    report = (tmp_path / "report.md").read_text()
+    assert "1.5x, 3.5x, 4x in turn, 10 s each, repeated (mean 3x)" in report
+    assert "1.5x-4x (median 3.5x)" in report
+
+
+def test_the_steps_are_kept_as_a_tuple_from_a_json_list_and_average_to_the_level():
+    cfg = KafkaOverloadConfig(**json.loads(json.dumps({"steps": [2.0, 4.0], "step_s": 5})))
+    assert cfg.steps == (2.0, 4.0)
+
+
 def test_the_window_error_counts_a_missing_route_as_1_and_compares_sic_mass():
     t = pd.to_datetime([100, 100, 100, 102], unit="s", utc=True)
     exact = pd.DataFrame({"window_start": t, "key": [1, 2, 3, 1],
@@ -110,7 +148,10 @@ def test_the_window_error_counts_a_missing_route_as_1_and_compares_sic_mass():
     ("kw", "match"),
     [({"level": 1.0}, "level must be an overload > 1"),
      ({"warmup_s": 200.0, "duration_s": 100.0}, "must be below duration_s"),
-     ({"trigger_s": 0}, "trigger_s")],
+     ({"trigger_s": 0}, "trigger_s"),
+     ({"steps": (1.5, 4.0)}, r"steps \[1.5, 4.0\] have mean 2.75, not the level 3"),
+     ({"steps": (3.0, -1.0, 7.0)}, r"steps\[1\] must be a finite number > 0"),
+     ({"step_s": 0}, "step_s")],
 )  # fmt: skip
 def test_bad_settings_are_refused(kw, match):
     with pytest.raises(ConfigError, match=match):

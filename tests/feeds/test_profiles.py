@@ -12,6 +12,7 @@ from spillway.feeds.profiles import PROFILES, BurstyProfile, Profile, make_profi
 ALL = [
     ("constant", {}),
     ("step", {"times": [5.0, 20.0], "factors": [3.0, 0.5]}),
+    ("step", {"times": [4.0, 9.0], "factors": [3.0, 0.5], "period_s": 13.0}),
     ("bursty", {}),
     ("bursty", {"slot_s": 0.25, "normalise": False}),
     ("pareto", {}),
@@ -72,6 +73,16 @@ def test_step_changes_the_rate_at_the_given_times():
     assert p.count(10.0)[0] == 2000
     assert p.count(30.0)[0] - p.count(10.0)[0] == 7000
     assert p.mean_rate == 350.0
+
+
+def test_a_step_pattern_with_a_period_repeats_and_means_over_one_period():
+    p = build("step", {"times": [10.0, 20.0], "factors": [7 / 3, 8 / 3], "period_s": 30.0},
+              rate=150.0)  # fmt: skip
+    per_period = 150 * 10 + 350 * 10 + 400 * 10
+    assert p.count(30.0)[0] == per_period
+    assert p.count(615.0)[0] - p.count(600.0)[0] == 150 * 10 + 350 * 5  # 20 periods, then 15 s
+    assert p.mean_rate == pytest.approx(per_period / 30.0) == pytest.approx(300.0)
+    assert p.count(3000.0)[0] == pytest.approx(300.0 * 3000.0, abs=1)
 
 
 def test_bursty_is_ten_percent_of_the_time_at_ten_times_the_rate():
@@ -164,6 +175,12 @@ def test_trace_has_slow_swings_bursts_and_peaks_around_its_rate():
         ("step", {"times": [1.0]}, ConfigError, r"one factor per time, got 1 times and 0"),
         ("step", {"times": [2.0, 1.0], "factors": [1, 2]}, ConfigError, r"strictly increasing"),
         ("step", {"times": [-1.0], "factors": [1]}, ConfigError, r"step times\[0\] must be"),
+        (
+            "step",
+            {"times": [5.0], "factors": [2], "period_s": 5.0},
+            ConfigError,
+            r"period_s \(5\) must be above the last time \(5\)",
+        ),
         ("bursty", {"fraction": 1.0}, ConfigError, r"bursty fraction must be in \(0, 1\)"),
         ("bursty", {"factor": 0.5}, ConfigError, r"bursty factor must be >= 1, got 0.5"),
         ("bursty", {"normalise": "yes"}, ConfigError, r"bursty normalise must be true or false"),
