@@ -283,6 +283,10 @@ class NodeConfig:
         rate so the total arrival rate is ``overload`` times that capacity.
     calibrate_s : how long the capacity measurement runs when ``overload`` is set.
     headroom : fraction of each interval the controller may fill (the rest absorbs noise).
+    probe_every : every this many decisions, when the last batches finished within their
+        budget, the node admits half as much again as its cost model allows, so the model
+        sees batches of another size and can tell its per-tuple cost from its fixed one
+        (:mod:`spillway.spark.controller`, "Probes"); 0 (default): never.
     master : Spark master URL (``local[2]`` or ``spark://127.0.0.1:7077``).
     checkpoint_dir : where streaming checkpoints go (None: a temporary folder).
     load_manager : a Pham load manager (``aurora``, ``ctrl``, ``seamless``, ``aloma``) that
@@ -325,6 +329,7 @@ class NodeConfig:
     overload: float | None = None
     calibrate_s: float = 20.0
     headroom: float = 0.8
+    probe_every: int = 0
     master: str = "local[2]"
     checkpoint_dir: str | None = None
     load_manager: str | None = None
@@ -366,6 +371,9 @@ class NodeConfig:
             _positive("overload", self.overload)
         if not (0 < self.headroom <= 1):
             raise ConfigError(f"headroom must be in (0, 1], got {self.headroom!r}")
+        every = self.probe_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ConfigError(f"probe_every must be an int >= 0 (0: no probes), got {every!r}")
         check_master(self.master)
         if not isinstance(self.load_manager_options, Mapping):
             raise ConfigError(

@@ -119,6 +119,12 @@ LEVELS: tuple[float, float, float] = (4.0, 3.0, 2.5)
 #: 1,111,000), so a node's capacity was not its own. With the limit (run 8) a node's throughput
 #: still differed between modes as the nodes warm through a quick run.
 NODE_CPU = 0.5
+#: Every node's cost model is probed every this many decisions (``NodeConfig.probe_every``):
+#: a node's batches are the size its model allows, so without probes the model keeps the
+#: per-tuple cost of its first (cold, large) batches; run 11's node ``c`` kept 30,000-40,000
+#: tuples a decision through its calibration at a fitted 15-23 µs a tuple, every batch near
+#: its prediction (EXPERIMENTS.md "Run 11").
+PROBE_EVERY = 4
 #: The part of the least loaded node's input that is ``shared``'s (the same rate per source on
 #: every node); each node's local query has the rest of its input.
 SHARED_SHARE = 0.5
@@ -180,6 +186,7 @@ class SparkFederationConfig:
     node_cpu : every node's CPU limit in cores (:data:`NODE_CPU`), so that each has a capacity
         of its own as THEMIS's nodes do; None: the nodes share the machine's cores. Where this
         process may not create cgroups the runs go unlimited and the report says so.
+    probe_every : every node's ``probe_every`` (:data:`PROBE_EVERY`; 0: no probes).
     seed : ``federation up --seed`` (node ``i`` gets ``seed + i``).
     kill_at_s, kill_down_s : the kill run crashes :data:`KILL_NODE` ``kill_at_s`` after every
         node is up and restarts it ``kill_down_s`` later (``federation up --kill``).
@@ -204,6 +211,7 @@ class SparkFederationConfig:
     timeout_s: float = 3.0
     latency_bound_stws: float = 3.0
     node_cpu: float | None = NODE_CPU
+    probe_every: int = PROBE_EVERY
     seed: int = 0
     kill_at_s: float = 90.0
     kill_down_s: float = 30.0
@@ -418,7 +426,8 @@ def federation(
                         "timeout_s": config.timeout_s,
                         "coordinated": mode in ("coordinated", KILL_MODE)},
         "nodes": [{"name": n, "policy": policy,
-                   **({} if config.node_cpu is None else {"cpu": config.node_cpu})}
+                   **({} if config.node_cpu is None else {"cpu": config.node_cpu}),
+                   "probe_every": config.probe_every}
                   for n in NODES],
         "queries": [*local, shared],
     })  # fmt: skip
@@ -1045,8 +1054,15 @@ def _setup(
         "its results to its root on `c` through Kafka. Node loads: "
         f"a {num(loads['a'])}, b {num(loads['b'])}, c {num(loads['c'])} tuples/s (plus "
         f"`shared`'s link rows at `c`). {how}"
-        "While running, each node sheds to the capacity its own cost model measures. "
-        f"Coordinator: STW {num(config.stw_s)} s sliding every {num(config.slide_s)} s, a node "
+        "While running, each node sheds to the capacity its own cost model measures"
+        + (
+            f", probing it every {config.probe_every} decisions (a decision admits 1.5 times "
+            "that capacity when the last batches fitted their budget, so the model sees "
+            "batches of another size). "
+            if config.probe_every
+            else ". "
+        )
+        + f"Coordinator: STW {num(config.stw_s)} s sliding every {num(config.slide_s)} s, a node "
         f"lost after {num(config.timeout_s)} s of silence. Each mode runs "
         f"{num(config.duration_s)} s after every node is up; every figure is taken from "
         f"{num(config.warmup_s)} s to {num(config.duration_s)} s. The `{KILL_MODE}` run is "

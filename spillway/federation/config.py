@@ -14,6 +14,7 @@ a consumer producing the query's result. The file names them::
     name = "a"
     policy = "balance-sic" # the node's shedding policy (default balance-sic)
     cpu = 0.5              # optional: the cores the node may use (a cgroup quota, see cpu.py)
+    probe_every = 4        # optional: a probe every 4 decisions (NodeConfig.probe_every)
 
     [[queries]]
     name = "avg"
@@ -196,6 +197,9 @@ class FederationConfig:
         Each node's CPU limit in cores, in ``nodes`` order (None: unlimited; empty: none
         limited): ``federation up`` runs the node in a cgroup with that quota
         (:mod:`spillway.federation.cpu`).
+    probes : tuple of int
+        Each node's ``probe_every`` (:class:`spillway.config.NodeConfig`; 0: no probes;
+        empty: none probes).
 
     Each query's Eq. 4 sums the STW ending at its watermark, where its results are complete:
     the nodes report their progress (:class:`~spillway.quality.coordination.SicCoordinator`,
@@ -217,6 +221,7 @@ class FederationConfig:
     coordinated: bool = True
     policies: tuple[str, ...] = ()
     cpus: tuple[float | None, ...] = ()
+    probes: tuple[int, ...] = ()
     _layout: QueryLayout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -254,6 +259,13 @@ class FederationConfig:
             None if c is None else check_cores(c, f"nodes[{i}].cpu") for i, c in enumerate(cpus)
         )
         object.__setattr__(self, "cpus", cpus)
+        probes = tuple(self.probes) or (0,) * len(nodes)
+        if len(probes) != len(nodes):
+            raise ConfigError(f"probes must give one per node ({len(nodes)}), got {len(probes)}")
+        for i, p in enumerate(probes):
+            if isinstance(p, bool) or not isinstance(p, int) or p < 0:
+                raise ConfigError(f"nodes[{i}].probe_every must be an int >= 0, got {p!r}")
+        object.__setattr__(self, "probes", probes)
         for qi, q in enumerate(self.queries):
             for fi, f in enumerate(q.fragments):
                 if f.node not in nodes:
@@ -311,6 +323,10 @@ class FederationConfig:
         """The CPU limit of node ``node`` in cores (None: unlimited)."""
         return self.cpus[self.node_index(node)]
 
+    def probe_every_of(self, node: str) -> int:
+        """Node ``node``'s ``probe_every`` (0: no probes)."""
+        return self.probes[self.node_index(node)]
+
     def policy_of(self, node: str) -> str:
         """The shedding policy of node ``node`` (:meth:`node_index` refuses an unknown one)."""
         return self.policies[self.node_index(node)]
@@ -352,15 +368,17 @@ class FederationConfig:
         nodes = []
         policies = []
         cpus = []
+        probes = []
         for i, n in enumerate(_tables(data.get("nodes"), "nodes")):
-            if "name" not in n or not set(n) <= {"name", "policy", "cpu"}:
+            if "name" not in n or not set(n) <= {"name", "policy", "cpu", "probe_every"}:
                 raise ConfigError(
-                    f"nodes[{i}] must have the key 'name' and may have 'policy' and 'cpu', got "
-                    f"{sorted(n)}"
+                    f"nodes[{i}] must have the key 'name' and may have 'policy', 'cpu' and "
+                    f"'probe_every', got {sorted(n)}"
                 )
             nodes.append(n["name"])
             policies.append(n.get("policy", DEFAULT_POLICY))
             cpus.append(n.get("cpu"))
+            probes.append(n.get("probe_every", 0))
         queries = []
         for qi, q in enumerate(_tables(data.get("queries"), "queries")):
             _unknown(f"queries[{qi}]", q, QueryEntry)
@@ -382,7 +400,7 @@ class FederationConfig:
             shape = {k: q[k] for k in ("kind", "feed", "rate") if k in q}
             queries.append(QueryEntry(name=q.get("name"), fragments=tuple(frags), **shape))  # type: ignore[arg-type]
         return cls(nodes=tuple(nodes), queries=tuple(queries), policies=tuple(policies),
-                   cpus=tuple(cpus), **coord)  # fmt: skip
+                   cpus=tuple(cpus), probes=tuple(probes), **coord)  # fmt: skip
 
     def to_dict(self) -> dict[str, Any]:
         """The TOML tables as a dict (:meth:`from_dict` round-trips it)."""
@@ -394,8 +412,15 @@ class FederationConfig:
                 "coordinated": self.coordinated,
             },
             "nodes": [
-                {"name": n, "policy": p, **({} if c is None else {"cpu": c})}
-                for n, p, c in zip(self.nodes, self.policies, self.cpus, strict=True)
+                {
+                    "name": n,
+                    "policy": p,
+                    **({} if c is None else {"cpu": c}),
+                    **({"probe_every": e} if e else {}),
+                }
+                for n, p, c, e in zip(
+                    self.nodes, self.policies, self.cpus, self.probes, strict=True
+                )
             ],
             "queries": [
                 {

@@ -118,6 +118,23 @@ model learns from batches like the ones that follow. It is off by default (None)
 experiments and the main job have been rerun with it: their first batches, and the figures
 drawn from them, would change.
 
+Probes
+------
+An overloaded node's batches are the size its cost model allows, so they barely vary, and the
+fit cannot tell the per-tuple cost from the fixed one: it keeps the slope it learnt from
+batches of other sizes, however long ago (a cold JVM's first batches, the prior's large
+ones), and the capacity it gives back only confirms itself (spark-federation's node ``c``
+kept 30,000-40,000 tuples a decision at a fitted 15-23 µs a tuple for two minutes of its
+calibration, every batch near its prediction; EXPERIMENTS.md "Run 11"). With
+``probe_every`` set, every that many decisions, when the last batch of every running plan
+finished within its budget (``headroom · interval``), the decision admits ``1 +
+probe_gain`` times the capacity (still within the reach): a batch of another size, which
+tells the fit its slope. If the model was right the probe's batch runs over its budget by
+``probe_gain`` of the per-tuple part, within the interval at the default headroom 0.8 and
+gain 0.5 when the fixed cost is at least a third of the budget; the next decisions shrink
+back. Off by default (0), like ``cold_start_rows``, until the runs drawn from the cost model
+are repeated with it.
+
 Bounded group reads
 -------------------
 A per-group decision (CoD) needs every waiting tuple's group key, and deriving a generated
@@ -474,6 +491,10 @@ class ControllerConfig:
     class_control : priority classes, each with its own load manager and budget
         (:mod:`spillway.spark.class_control`); not with ``load_control``. None (default): no
         classes.
+    probe_every : every this many decisions, when every running plan's last batch finished
+        within its budget, the capacity is raised by ``probe_gain`` (module docstring,
+        "Probes"); 0 (default): never.
+    probe_gain : the fraction a probe adds to the capacity.
     group_read : a per-group decision (``Policy.needs_groups``) under overload reads at most
         this many times the capacity in tuples of a generated lane's waiting tuples, spread
         over the lanes by their backlog (module docstring, "Bounded group reads"); the rest
@@ -497,6 +518,8 @@ class ControllerConfig:
     load_control: LoadControlConfig | None = None
     class_control: ClassControlConfig | None = None
     group_read: float | None = 2.0
+    probe_every: int = 0
+    probe_gain: float = 0.5
 
     def __post_init__(self) -> None:
         for name in ("trigger_s", "stw_s"):
@@ -518,6 +541,12 @@ class ControllerConfig:
             )
         if not isinstance(self.seed, int) or isinstance(self.seed, bool) or self.seed < 0:
             raise ConfigError(f"seed must be a non-negative int, got {self.seed!r}")
+        every = self.probe_every
+        if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+            raise ConfigError(f"probe_every must be an int >= 0 (0: no probes), got {every!r}")
+        gain = self.probe_gain
+        if isinstance(gain, bool) or not isinstance(gain, int | float) or not 0 < gain <= 4:
+            raise ConfigError(f"probe_gain must be a number in (0, 4], got {gain!r}")
         reach = self.capacity_reach
         if reach is not None and (
             isinstance(reach, bool) or not isinstance(reach, int | float) or not reach >= 1
@@ -824,6 +853,8 @@ class NodeController:
             self._set_epoch(int(round(epoch_s * 1e6)))
         self._k_last = 0
         self._decisions = 0
+        #: Decisions that probed (module docstring, "Probes").
+        self.probes = 0
         self._overload: OverloadDecision | None = None
         self._intervals: dict[int, _Interval] = {}
         self._order: deque[int] = deque()
@@ -2100,12 +2131,26 @@ class NodeController:
         else:
             mean_cost = float(np.mean([budget.per_tuple_s[p] for p in self._plan_names]))
         available, tuples = budget.available_s, budget.available_s / mean_cost
+        if self._probe_due(running or self._plan_names):
+            available, tuples = available * (1 + cfg.probe_gain), tuples * (1 + cfg.probe_gain)
+            self.probes += 1
         shown = self._shown_rows(running or self._plan_names)
         if cfg.capacity_reach is not None and shown is not None:
             reach = cfg.capacity_reach * shown
             if tuples > reach:
                 available, tuples = reach * mean_cost, reach
         return available, cost, tuples
+
+    def _probe_due(self, plans: Sequence[str]) -> bool:
+        """Whether this decision probes (module docstring, "Probes"): every ``probe_every``
+        decisions, once every plan of ``plans`` has a measured batch and the last one of each
+        finished within the budget."""
+        cfg = self.config
+        if cfg.probe_every == 0 or (self._decisions + 1) % cfg.probe_every:
+            return False
+        limit = cfg.headroom * cfg.trigger_s * self._span
+        last = [self._plans[p].batches[-1] for p in plans if self._plans[p].batches]
+        return len(last) == len(plans) and all(b["duration_s"] <= limit for b in last)
 
     def _shown_rows(self, plans: Sequence[str]) -> float | None:
         """Sum over ``plans`` of the largest of each one's last :data:`REACH_BATCHES` measured

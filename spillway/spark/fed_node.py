@@ -153,6 +153,7 @@ def node_config(
     cfg = NodeConfig(
         queries=tuple(specs),
         policy=fed.policy_of(node),
+        probe_every=fed.probe_every_of(node),
         trigger_s=trigger_s,
         stw_s=fed.stw_s,
         seed=seed,

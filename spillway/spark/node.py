@@ -571,6 +571,7 @@ class Node:
             seed=cfg.seed,
             clock=self._mode,
             capacity_tuples=cap,
+            probe_every=cfg.probe_every,
             # calibration measures the capacity with nothing shed: no load manager there
             load_control=None if calibrating else cfg.load_control(),
             class_control=None if calibrating else cfg.class_control(),

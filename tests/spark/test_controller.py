@@ -273,6 +273,36 @@ def test_capacity_is_at_most_twice_the_largest_recent_batch():
         ControllerConfig(capacity_reach=0.5)
 
 
+def test_every_fourth_decision_probes_when_the_last_batches_fitted_their_budget():
+    # Overloaded (100 tuples arrive per interval, 40 fit): decisions 4 and 8 admit 1.5 x the
+    # capacity, once every plan's last batch finished within 0.5 s (headroom 0.5 x 1 s); not
+    # when a batch ran over it, and never without probe_every.
+    def admitted(probe_every, over_budget=False):
+        cm = CostModelConfig(
+            warmup_batches=0,
+            prior_overhead_s=0.1,
+            prior_per_tuple_s=1e-2,
+            prior_overhead_std_s=1e-6,
+            prior_per_tuple_std_s=1e-9,
+        )
+        c = _controller(cost_model=cm, headroom=0.5, capacity_reach=None, probe_every=probe_every)
+        start = c.initial_offset("avg")
+        for _ in range(8):
+            start = c.latest_offset("avg", start)
+            for p in ("avg", "max"):  # the model barely moves: its prior is nearly certain
+                c.observe_batch(p, rows=20, duration_s=0.9 if over_budget else 0.3)
+        return [round(r.capacity_tuples) for r in c.history()], c.probes
+
+    # (0.5 - 2 x 0.1 overheads) s / 10 ms = 30 tuples; a probe 45
+    assert admitted(0) == ([30] * 8, 0)
+    assert admitted(4) == ([30, 30, 30, 45, 30, 30, 30, 45], 2)
+    assert admitted(4, over_budget=True) == ([30] * 8, 0)
+    with pytest.raises(ConfigError, match="probe_every must be an int >= 0"):
+        ControllerConfig(probe_every=-1)
+    with pytest.raises(ConfigError, match=r"probe_gain must be a number in \(0, 4\]"):
+        ControllerConfig(probe_gain=0.0)
+
+
 def test_empty_batches_show_no_reach():
     # A Kafka node's first batches read nothing (its producers start with it). Counted, they
     # capped its capacity at 2 tuples, and the reach then doubled per interval: 16 intervals
