@@ -262,9 +262,9 @@ class FederationConfig:
         probes = tuple(self.probes) or (0,) * len(nodes)
         if len(probes) != len(nodes):
             raise ConfigError(f"probes must give one per node ({len(nodes)}), got {len(probes)}")
-        for i, p in enumerate(probes):
-            if isinstance(p, bool) or not isinstance(p, int) or p < 0:
-                raise ConfigError(f"nodes[{i}].probe_every must be an int >= 0, got {p!r}")
+        for i, every in enumerate(probes):
+            if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+                raise ConfigError(f"nodes[{i}].probe_every must be an int >= 0, got {every!r}")
         object.__setattr__(self, "probes", probes)
         for qi, q in enumerate(self.queries):
             for fi, f in enumerate(q.fragments):

@@ -225,3 +225,17 @@ def test_a_nodes_cpu_limit_is_read_and_round_trips() -> None:
         {"name": "a", "policy": "balance-sic", "cpu": 0.5},
         {"name": "b", "policy": "balance-sic"},
     ]
+
+
+def test_a_nodes_probes_are_read_round_trip_and_reach_its_node_config() -> None:
+    from spillway.kafka.connection import KafkaConnection
+    from spillway.spark.fed_node import node_config
+
+    fed = FederationConfig.from_dict(_fed(nodes=[{"name": "a", "probe_every": 4}, {"name": "b"}]))
+    assert fed.probes == (4, 0) and fed.probe_every_of("a") == 4
+    assert FederationConfig.from_dict(fed.to_dict()) == fed
+    assert fed.to_dict()["nodes"][0] == {"name": "a", "policy": "balance-sic", "probe_every": 4}
+    conn = KafkaConnection(bootstrap_servers="127.0.0.1:9")
+    assert [node_config(fed, n, conn)[0].probe_every for n in ("a", "b")] == [4, 0]
+    with pytest.raises(ConfigError, match=r"nodes\[1\].probe_every must be an int >= 0, got -1"):
+        FederationConfig.from_dict(_fed(nodes=[{"name": "a"}, {"name": "b", "probe_every": -1}]))
