@@ -73,3 +73,10 @@ def test_the_cpu_of_a_real_busy_child_is_counted_in_its_parent_s_tree() -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_the_cpu_of_this_process_grows_as_it_works() -> None:
+    before = tree_cpu_s()
+    sum(i * i for i in range(300_000))
+    assert tree_cpu_s() > before > 0
+    assert math.isnan(tree_cpu_s(root=10**9))  # no such process

@@ -18,7 +18,6 @@ from spillway.run_exact import (
     compute_exact,
     kind_errors,
     merge_queries,
-    process_tree_cpu_s,
     query_errors,
     section,
     window_table,
@@ -114,13 +113,6 @@ def test_merge_queries_and_the_section_without_an_exact_answer():
     assert set(QUERY_KEYS) <= set(queries[0]) and math.isnan(queries[0]["error_mean"])
     summary = {"exact": ExactOutcome.skipped("--no-exact was given").as_dict(), "queries": queries}
     assert section(summary).startswith("Not computed: --no-exact was given")
-
-
-def test_process_tree_cpu_s_counts_this_process():
-    before = process_tree_cpu_s()
-    sum(i * i for i in range(300_000))
-    assert process_tree_cpu_s() > before > 0
-    assert math.isnan(process_tree_cpu_s(root=10**9))  # no such process
 
 
 def test_compute_exact_needs_a_node_that_ran_and_the_step_reports_why():
