@@ -121,9 +121,9 @@ LEVELS: tuple[float, float, float] = (4.0, 3.0, 2.5)
 NODE_CPU = 0.5
 #: Every node's cost model is probed every this many decisions (``NodeConfig.probe_every``):
 #: a node's batches are the size its model allows, so without probes the model keeps the
-#: per-tuple cost of its first (cold, large) batches; run 11's node ``c`` kept 30,000-40,000
-#: tuples a decision through its calibration at a fitted 15-23 µs a tuple, every batch near
-#: its prediction (EXPERIMENTS.md "Run 11").
+#: per-tuple cost of its first (cold, large) batches; run 10's node ``c`` kept 28,000-42,000
+#: tuples a decision through its calibration at a fitted 15.6-16.6 µs a tuple, every batch
+#: near its prediction (EXPERIMENTS.md "Run 10").
 PROBE_EVERY = 4
 #: The part of the least loaded node's input that is ``shared``'s (the same rate per source on
 #: every node); each node's local query has the rest of its input.

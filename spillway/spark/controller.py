@@ -124,8 +124,8 @@ An overloaded node's batches are the size its cost model allows, so they barely 
 fit cannot tell the per-tuple cost from the fixed one: it keeps the slope it learnt from
 batches of other sizes, however long ago (a cold JVM's first batches, the prior's large
 ones), and the capacity it gives back only confirms itself (spark-federation's node ``c``
-kept 30,000-40,000 tuples a decision at a fitted 15-23 µs a tuple for two minutes of its
-calibration, every batch near its prediction; EXPERIMENTS.md "Run 11"). With
+kept 28,000-42,000 tuples a decision at a fitted 15.6-16.6 µs a tuple for two minutes of its
+calibration, every batch near its prediction; EXPERIMENTS.md "Run 10"). With
 ``probe_every`` set, every that many decisions, when the last batch of every running plan
 finished within its budget (``headroom · interval``), the decision admits ``1 +
 probe_gain`` times the capacity (still within the reach): a batch of another size, which
