@@ -149,7 +149,9 @@ class IntervalRecord:
     ``processed_tuples`` is what Spark actually processed for that interval's batches;
     ``batch_s`` is the measured micro-batch duration; ``span`` the intervals the decision's
     batch spans, ``overhead_s``, ``per_tuple_s`` (a kept tuple) and ``per_arrived_s`` (any
-    arrived tuple, kept or shed) the cost model's fit when it was made. Per-query dicts are keyed by query name:
+    arrived tuple, kept or shed) the cost model's fit when it was made; ``probe`` whether the
+    decision probed the cost model (``capacity_tuples`` raised by ``probe_gain``:
+    :mod:`spillway.spark.controller`, "Probes"). Per-query dicts are keyed by query name:
     ``query_sic`` is the SIC measured at the decision (THEMIS Eq. 4 over the query's latest
     complete STW, :mod:`spillway.quality.stw_account`), ``query_sic_projected`` what the
     shedder projected for the STW its decision ends (THEMIS §6 local projection);
@@ -190,6 +192,7 @@ class IntervalRecord:
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan
     per_arrived_s: float = math.nan
+    probe: bool = False
 
     @property
     def missing_groups(self) -> dict[str, int]:

@@ -88,17 +88,24 @@ WINDOW_S = 1.0
 CHECK_NAMES = (f"sim_sic_within_{SIC_TOLERANCE:g}", f"sim_jain_within_{JAIN_TOLERANCE:g}")
 #: A history record's fields the check reads (``measure`` keeps only these).
 HISTORY_KEYS = ("t", "capacity_tuples", "arrived_tuples", "query_arrived")
+#: Fields kept too when a record has them (histories written before they existed lack them):
+#: the intervals a decision spans, and whether it probed the cost model.
+OPTIONAL_KEYS = ("span", "probe")
 
 
 def compact_history(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """A node's ``history.jsonl`` lines reduced to its decisions' :data:`HISTORY_KEYS` (the
-    per-plan batch lines dropped).
+    """A node's ``history.jsonl`` lines reduced to its decisions' :data:`HISTORY_KEYS` and
+    :data:`OPTIONAL_KEYS` (the per-plan batch lines dropped).
 
     >>> compact_history([{"t": 3.0, "capacity_tuples": 9.0, "arrived_tuples": 20,
-    ...                   "query_arrived": {"q.f": 20}, "batch_s": 1.2}, {"plan": "p"}])
-    [{'t': 3.0, 'capacity_tuples': 9.0, 'arrived_tuples': 20, 'query_arrived': {'q.f': 20}}]
+    ...                   "query_arrived": {"q.f": 20}, "batch_s": 1.2, "probe": True},
+    ...                  {"plan": "p"}])  # doctest: +NORMALIZE_WHITESPACE
+    [{'t': 3.0, 'capacity_tuples': 9.0, 'arrived_tuples': 20, 'query_arrived': {'q.f': 20},
+      'probe': True}]
     """
-    return [{k: x[k] for k in HISTORY_KEYS} for x in lines if all(k in x for k in HISTORY_KEYS)]
+    keys = HISTORY_KEYS + OPTIONAL_KEYS
+    return [{k: x[k] for k in keys if k in x} for x in lines
+            if all(k in x for k in HISTORY_KEYS)]  # fmt: skip
 
 
 def placed(

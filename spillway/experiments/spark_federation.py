@@ -322,6 +322,38 @@ def settled_at(samples: Sequence[tuple[float, float]], tolerance: float = 0.25) 
     return float(start)
 
 
+def node_settled_s(run: Mapping[str, Any]) -> dict[str, float]:
+    """When each node's capacity settled (:func:`settled_at`), in seconds of the run's timeline
+    (from when every node was up), over its decisions placed on the timeline
+    (:func:`~spillway.experiments._fed_sim.placed`): each one's ``capacity_tuples`` per
+    interval of its span. Probe decisions are left out: a probe raises one decision's capacity
+    by ``probe_gain`` on purpose, and counted, it would read every probing node as unsettled.
+    Nodes without a kept history (``run["histories"]``) or a placed decision are left out.
+
+    >>> tl = [{"elapsed_s": float(e), "arrived": {"a": 10 * e}} for e in range(200)]
+    >>> h = [{"t": float(t), "capacity_tuples": min(100.0, t) * (1.5 if t % 8 == 0 else 1),
+    ...       "arrived_tuples": 20, "probe": t % 8 == 0} for t in range(0, 200, 2)]
+    >>> node_settled_s({"timeline": tl, "histories": {"a": h}})
+    {'a': 78.0}
+    >>> for r in h:
+    ...     r["probe"] = False
+    >>> node_settled_s({"timeline": tl, "histories": {"a": h}})
+    {'a': 196.0}
+    """
+    from spillway.experiments._fed_sim import placed  # it imports this module
+
+    out = {}
+    for node, history in run.get("histories", {}).items():
+        xs = [
+            (e, float(r["capacity_tuples"]) / max(1, int(r.get("span", 1))))
+            for e, _, r in placed(history, run["timeline"], node)
+            if not r.get("probe", False)
+        ]
+        if xs:
+            out[node] = settled_at(xs)
+    return out
+
+
 @dataclass(frozen=True, kw_only=True)
 class InputRates:
     """Tuples per second per source: ``local`` of ``local-a``, ``local-b``, ``local-c``;
@@ -611,7 +643,8 @@ def mode_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[s
     value; ``jain``: Jain over those means; ``jain_per_sample``: Jain at each such second,
     averaged; ``samples``: how many; per node ``latency_p95_s``: its worst p95 of the part,
     ``kept_fraction``: the share of the tuples it decided during the part that it kept (None
-    when it decided none), ``capacity_tuples_per_s``: its own measure at the end.
+    when it decided none), ``capacity_tuples_per_s``: its own measure at the end,
+    ``settled_s``: when its capacity settled (:func:`node_settled_s`; empty without histories).
 
     >>> cfg = make_config(quick=True)
     >>> line = lambda t, s, k: {"elapsed_s": t, "sic": dict(zip("wxyz", s)), "jain": None,
@@ -653,6 +686,7 @@ def mode_values(config: SparkFederationConfig, run: Mapping[str, Any]) -> dict[s
         "latency_p95_s": p95,
         "kept_fraction": kept,
         "capacity_tuples_per_s": {n: d.get("capacity_tuples_per_s") for n, d in nodes.items()},
+        "settled_s": node_settled_s(run),
     }
 
 
@@ -844,6 +878,8 @@ def checks(
     """The issue's claims on the runs' figures (``values``: per mode, :func:`mode_values`;
     ``calibration``: :func:`calibration_values`, whose nodes must have shed too for their
     capacities to be limits they met: ``every_node_overloaded`` counts them).
+    ``capacities_settled_before_measuring``: every node's capacity settled (``settled_s``,
+    :func:`node_settled_s`) by ``warmup_s``, so the measured part saw warm nodes.
 
     >>> cfg = make_config(quick=True)
     >>> v = {"coordinated": {"jain": 0.97, "latency_p95_s": {"a": 20.0},
@@ -854,7 +890,10 @@ def checks(
     >>> [(c.name, c.verdict) for c in checks(cfg, v)]  # doctest: +NORMALIZE_WHITESPACE
     [('jain_coordinated_ge_0.95', 'pass'), ('coordinated_above_uncoordinated', 'not applicable'),
      ('coordinated_above_random', 'pass'), ('p95_latency_bounded_on_every_node', 'fail'),
-     ('every_node_overloaded', 'fail')]
+     ('every_node_overloaded', 'fail'), ('capacities_settled_before_measuring', 'not applicable')]
+    >>> v["random"]["settled_s"] = {"a": 70.0, "b": 104.0}
+    >>> checks(cfg, v)[-1].why
+    'failed at random/b: capacity settled at (s) 104 is not <= 90'
     """
     jain = {m: float(v.get("jain", math.nan)) for m, v in values.items()}
     bound = config.latency_bound_s
@@ -877,6 +916,13 @@ def checks(
         for n, k in v.get("kept_fraction", {}).items()
     ]
     out.append(every("every_node_overloaded", kept, none_why="no run measured"))
+    settled = [
+        compare(f"{m}/{n}", at, "<=", config.warmup_s, what="capacity settled at (s)")
+        for m, v in values.items()
+        for n, at in v.get("settled_s", {}).items()
+    ]
+    out.append(every("capacities_settled_before_measuring", settled,
+                     none_why="no node's decisions were kept (history.jsonl)"))  # fmt: skip
     return out
 
 
@@ -933,7 +979,8 @@ def analyse(config: SparkFederationConfig, measured: Mapping[str, Any]) -> Analy
     nodes = [
         {"mode": m, "node": n, "latency_p95_s": v["latency_p95_s"].get(n),
          "kept_fraction": v["kept_fraction"].get(n),
-         "capacity_tuples_per_s": v["capacity_tuples_per_s"].get(n)}
+         "capacity_tuples_per_s": v["capacity_tuples_per_s"].get(n),
+         "capacity_settled_s": v.get("settled_s", {}).get(n)}
         for m, v in values.items()
         for n in sorted(set(v["latency_p95_s"]) | set(v["kept_fraction"]))
     ]  # fmt: skip

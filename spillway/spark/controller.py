@@ -652,6 +652,7 @@ class _Interval:
     overhead_s: float = math.nan
     per_tuple_s: float = math.nan
     per_arrived_s: float = math.nan
+    probe: bool = False
     processed: int = 0
     batch_s: float = 0.0
 
@@ -855,6 +856,8 @@ class NodeController:
         self._decisions = 0
         #: Decisions that probed (module docstring, "Probes").
         self.probes = 0
+        #: Whether the latest decision probed.
+        self._probed = False
         self._overload: OverloadDecision | None = None
         self._intervals: dict[int, _Interval] = {}
         self._order: deque[int] = deque()
@@ -1489,6 +1492,7 @@ class NodeController:
                 overhead_s=sum(e.overhead_s for e in est.values()),
                 per_tuple_s=float(np.mean([e.per_tuple_s for e in est.values()])),
                 per_arrived_s=float(np.mean([e.per_arrived_s for e in est.values()])),
+                probe=self._probed,
             ),
         )
         self._k_last = k
@@ -2092,6 +2096,7 @@ class NodeController:
     def _capacity(self, count: np.ndarray) -> tuple[float | None, np.ndarray | None, float]:
         """(capacity in the policy's unit, per-lane cost or None, capacity in tuples)."""
         cfg = self.config
+        self._probed = False
         if cfg.capacity_tuples is not None:
             return float(cfg.capacity_tuples), None, float(cfg.capacity_tuples)
         est = self.cost_estimates()
@@ -2134,6 +2139,7 @@ class NodeController:
         if self._probe_due(running or self._plan_names):
             available, tuples = available * (1 + cfg.probe_gain), tuples * (1 + cfg.probe_gain)
             self.probes += 1
+            self._probed = True
         shown = self._shown_rows(running or self._plan_names)
         if cfg.capacity_reach is not None and shown is not None:
             reach = cfg.capacity_reach * shown
@@ -2372,6 +2378,7 @@ class NodeController:
                     overhead_s=r.overhead_s,
                     per_tuple_s=r.per_tuple_s,
                     per_arrived_s=r.per_arrived_s,
+                    probe=r.probe,
                 )
                 for k in self._order
                 for r in (self._intervals[k],)

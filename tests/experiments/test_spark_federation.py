@@ -89,7 +89,9 @@ def test_the_report_of_three_runs_names_the_issues_values(tmp_path: Path) -> Non
         "coordinated_above_random": "pass",
         "p95_latency_bounded_on_every_node": "pass",
         "every_node_overloaded": "pass",
-        # these runs kept no node histories: no capacities to run the simulator at
+        # these runs kept no node histories: no capacities to run the simulator at, and
+        # none to tell when they settled
+        "capacities_settled_before_measuring": "not applicable",
         "sim_sic_within_0.05": "not applicable",
         "sim_jain_within_0.02": "not applicable",
     }
@@ -370,6 +372,51 @@ def test_without_cgroups_the_nodes_run_unlimited_and_the_report_says_so(
     assert "limited to 0.5 cores" in sf._setup(cfg, used, None, 0.5)
     with pytest.raises(ConfigError, match="node_cpu must be a number of cores > 0"):
         replace(cfg, node_cpu=0.0)
+
+
+def _climbing(until_s: float, *, probes: bool = False, marked: bool = True) -> list[dict]:
+    """A node's decisions every 2 s (20,000 tuples each, as `_run`'s timeline counts them):
+    capacity climbing linearly to 100,000 tuples at ``until_s``, then flat; with ``probes``
+    every fourth decision admits 1.5 times that, ``marked`` as a probe or not."""
+    return [
+        {"t": float(t), "arrived_tuples": 20_000, "query_arrived": {},
+         "capacity_tuples": 1e5 * min(1.0, t / until_s) * (1.5 if probes and t % 8 == 0 else 1),
+         "probe": marked and probes and t % 8 == 0}
+        for t in range(0, 110, 2)
+    ]  # fmt: skip
+
+
+def test_a_node_still_climbing_when_the_part_starts_fails_the_settled_check(
+    tmp_path: Path,
+) -> None:
+    # measured from 60 s: node b's capacity climbs until 100 s (settled, within 25 % of its
+    # level, from 76 s), the others' until 30 s (settled from 28 s), probing every fourth
+    # decision
+    cfg = replace(sf.make_config(quick=True), duration_s=110.0, warmup_s=60.0)
+
+    def measured(b_until: float, marked: bool = True) -> dict[str, Any]:
+        run = _run("random", (0.24, 0.37, 0.52, 0.36))
+        run["histories"] = {
+            "a": _climbing(30.0, probes=True, marked=marked),
+            "b": _climbing(b_until),
+            "c": _climbing(30.0, probes=True, marked=marked),
+        }
+        return {"runs": [run]}
+
+    def settled(m: dict[str, Any]) -> tuple[dict, str, str]:
+        summary = sf.EXPERIMENT.write(cfg, m, tmp_path)
+        c = next(c for c in summary["checks"]
+                 if c["name"] == "capacities_settled_before_measuring")  # fmt: skip
+        return summary["runs"]["random"]["settled_s"], c["verdict"], c["why"]
+
+    at, verdict, why = settled(measured(b_until=100.0))
+    assert verdict == "fail" and why.startswith("failed at random/b: ") and "random/a" not in why
+    assert at["b"] > 60.0 > max(at["a"], at["c"])
+    assert settled(measured(b_until=40.0))[1] == "pass"
+    # the probes' spikes (1.5 x, beyond 25 % of the level) read as unsettled if not marked
+    at, verdict, why = settled(measured(b_until=40.0, marked=False))
+    assert verdict == "fail" and at["a"] > 100.0, at
+    assert "capacity_settled_s" in (tmp_path / "nodes.csv").read_text()
 
 
 def test_the_measured_part_starts_once_the_nodes_capacities_settled() -> None:

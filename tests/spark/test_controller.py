@@ -291,7 +291,9 @@ def test_every_fourth_decision_probes_when_the_last_batches_fitted_their_budget(
             start = c.latest_offset("avg", start)
             for p in ("avg", "max"):  # the model barely moves: its prior is nearly certain
                 c.observe_batch(p, rows=20, duration_s=0.9 if over_budget else 0.3)
-        return [round(r.capacity_tuples) for r in c.history()], c.probes
+        h = c.history()
+        assert [r.probe for r in h] == [r.capacity_tuples > 30.5 for r in h]  # marked
+        return [round(r.capacity_tuples) for r in h], c.probes
 
     # (0.5 - 2 x 0.1 overheads) s / 10 ms = 30 tuples; a probe 45
     assert admitted(0) == ([30] * 8, 0)
