@@ -40,6 +40,11 @@ class Feed(ABC):
     #: True for external logs (Kafka topics, folders of files): their records can be malformed
     #: or late, and the node sets those aside (:mod:`spillway.spark.dead_letters`).
     log: ClassVar[bool] = False
+    #: A log whose reader reads through a gap of fewer than this many shed records between two
+    #: kept runs (one range instead of a seek): those shed records are fetched all the same
+    #: (:func:`~spillway.spark.source.shed_read`), and the node's cost model charges them. 0:
+    #: a shed record is never read.
+    read_gap: ClassVar[int] = 0
     #: Where a log's malformed and late records are written (a folder), or None.
     dead_letter: str | None = None
     #: Seconds a log's records may arrive after their time and still be in their window: the

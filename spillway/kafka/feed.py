@@ -125,6 +125,7 @@ class KafkaFeed(LogFields, Feed):
     name = "kafka"
     portable: ClassVar[bool] = True
     log: ClassVar[bool] = True
+    read_gap: ClassVar[int] = READ_GAP
 
     def __init__(
         self,
@@ -402,9 +403,9 @@ class KafkaFeed(LogFields, Feed):
 
     def _read_runs(self, topic: str, partition: int, idx: np.ndarray) -> pa.Table:
         """The records of ``idx`` (sorted offsets) read as ranges: one per run of offsets with
-        gaps shorter than :data:`READ_GAP` (a seek costs more than reading a short gap)."""
+        gaps shorter than :attr:`read_gap` (a seek costs more than reading a short gap)."""
         idx = np.sort(idx)
-        cut = np.flatnonzero(np.diff(idx) > READ_GAP) + 1
+        cut = np.flatnonzero(np.diff(idx) > self.read_gap) + 1
         starts = np.concatenate([[0], cut])
         ends = np.concatenate([cut, [idx.size]])
         reader = self._range_reader()

@@ -297,12 +297,14 @@ from spillway.quality.unseen import unseen_groups
 from spillway.spark.class_control import ClassControl, ClassControlConfig
 from spillway.spark.load_control import LoadControl, LoadControlConfig
 from spillway.spark.source import (
+    LOG_RUNS,
     FeedSpec,
     PlanDescription,
     PlanOffset,
     lane_key,
     read_index,
     select_kept_runs,
+    shed_read,
 )
 from spillway.status import ClassStatus, IntervalRecord
 
@@ -691,14 +693,23 @@ def _group_counts(
     return present + lo, counts[present].astype(np.int64), inv
 
 
-def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int | None:
+def _covered(
+    start: Any,
+    end: Any,
+    unread: Sequence[bool] | None = None,
+    read_through: Callable[[int, int, int, int], int] | None = None,
+) -> int | None:
     """Tuples between two offsets of a plan (kept or shed) that cost something when shed;
     None when either offset is missing or not a spillway offset. ``unread`` marks, per lane of
     the plan, a log read as its kept runs (:func:`~spillway.spark.source.select_kept_runs`): a
-    shed record there is never fetched, so such a lane counts only where the end offset decides
-    it per group (its whole range is read then, the keys decide what is kept). A lane the end
-    offset reads in part (a bounded group read, :attr:`~spillway.spark.source.PlanOffset.read`)
-    counts only the tuples it reads: the others are shed unread, so cost nothing either.
+    shed record there is not fetched, so such a lane counts only where the end offset decides
+    it per group (its whole range is read then, the keys decide what is kept); with
+    ``read_through(lane, lo, hi, keep)`` it counts the records its reader fetches: the kept
+    ones and the shed ones between two kept runs close together
+    (:func:`~spillway.spark.source.shed_read`). A lane
+    the end offset reads in part (a bounded group read,
+    :attr:`~spillway.spark.source.PlanOffset.read`) counts only the tuples it reads: the
+    others are shed unread, so cost nothing either.
 
     >>> a = {"v": 1, "plan": "p", "epoch_us": 0, "b": 1, "t_us": 1, "end": [5, 7], "keep": [1, 1],
     ...      "sic": [0.1, 0.1]}
@@ -712,6 +723,9 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
     4
     >>> _covered(a, dict(a, b=2, end=[9, 10], read={"1": [[7, 10, 2]]}), unread=[False, True])
     6
+    >>> _covered(a, dict(a, b=2, end=[9, 10]), unread=[False, True],
+    ...          read_through=lambda j, lo, hi, keep: hi - lo - keep)  # lane 1 read whole
+    7
     """
     if start is None or end is None:
         return None
@@ -726,13 +740,19 @@ def _covered(start: Any, end: Any, unread: Sequence[bool] | None = None) -> int 
         if unread
         else None
     )
-    return int(
-        sum(
-            sum(t[2] for t in e.read[j]) if j in e.read else max(b - a, 0)
-            for j, (a, b) in enumerate(zip(s.end, e.end, strict=True))
-            if skip is None or not skip[j]
-        )
+    lanes = list(enumerate(zip(s.end, e.end, strict=True)))
+    n = sum(
+        sum(t[2] for t in e.read[j]) if j in e.read else max(b - a, 0)
+        for j, (a, b) in lanes
+        if skip is None or not skip[j]
     )
+    if skip is not None and read_through is not None:
+        n += sum(
+            min(e.keep[j], b - a) + read_through(j, a, b, e.keep[j])
+            for j, (a, b) in lanes
+            if skip[j] and b > a
+        )
+    return int(n)
 
 
 def _distinct_per_query(query: np.ndarray, key: np.ndarray, n_queries: int) -> np.ndarray:
@@ -975,10 +995,17 @@ class NodeController:
                 self._balance_query = inv.astype(np.int64)
         self.lane_source = np.array(lane_source, dtype=np.int64)
         self.lane_plan = np.array(lane_plan, dtype=np.int64)
-        #: Lanes of a log (read as their kept runs: shed records are never fetched).
+        #: Lanes of a log (read as their kept runs: a shed record is not fetched, unless it
+        #: lies in a gap the reader reads through, ``_lane_gap``).
         self._lane_log = np.array(
             [bool(getattr(self._queries[q].feed, "log", False)) for q in lane_query], dtype=bool
         )
+        #: Per log lane, the gap between two kept runs its reader reads through (0: none;
+        #: :attr:`Feed.read_gap <spillway.feeds.base.Feed.read_gap>`).
+        self._lane_gap = np.array(
+            [int(getattr(self._queries[q].feed, "read_gap", 0)) for q in lane_query],
+            dtype=np.int64,
+        ) * self._lane_log
         self._plan_names = [p.name for p in plans]
         self._lane_plan_names = [self._plan_names[i] for i in lane_plan]
         #: Every lane's key (:func:`~spillway.spark.source.lane_key`): a bounded group read
@@ -2104,7 +2131,14 @@ class NodeController:
         running = [self._plan_names[i] for i in np.flatnonzero(per_plan > 0)]
         # a log's shed records are never read unless a per-group policy reads its whole range
         # (as in observe_batch): only the arrivals that are read cost their per-arrived time
-        scanned = count if self.policy.needs_groups else np.where(self._lane_log, 0, count)
+        # -- but a lane of fewer than LOG_RUNS x read_gap arrivals is read whole whatever it
+        # keeps (its kept runs lie closer than the reader's gap: shed_read). Such a lane is
+        # charged for all its arrivals, an upper bound by its kept tuples: the fit counts its
+        # shed records read (observe_batch) and its kept ones in the per-tuple term
+        whole = count < LOG_RUNS * self._lane_gap
+        scanned = (
+            count if self.policy.needs_groups else np.where(self._lane_log & ~whole, 0, count)
+        )
 
         def budget_for(scanned: np.ndarray) -> Any:
             read = np.bincount(self.lane_plan, weights=scanned, minlength=len(self._plan_names))
@@ -2118,6 +2152,12 @@ class NodeController:
 
         budget = budget_for(scanned)
         cost = budget.lane_costs(self._lane_plan_names)
+        unread = self._lane_log & ~whole
+        if not self.policy.needs_groups and unread.any():
+            # a log lane read as its kept runs fetches each record it keeps: its per-arrived
+            # time is part of a kept record's cost (observe_batch counts them as read)
+            each_read = np.array([est[p].per_arrived_s for p in self._lane_plan_names])
+            cost = cost + np.where(unread, each_read, 0.0)
         total = float(count.sum())
         if self.policy.needs_groups and cfg.group_read is not None and total > 0:
             # a bounded group read (_group_read) reads group_read x the capacity it is given,
@@ -2303,7 +2343,15 @@ class NodeController:
         never fetched (:func:`_covered`)."""
         with self._lock:
             st = self._plan(plan)
-            arrived = _covered(start_offset, end_offset, self._lane_log[st.lanes].tolist())
+            lanes = st.lanes
+
+            def read_through(j: int, lo: int, hi: int, keep: int) -> int:
+                lane = int(lanes[j])
+                return shed_read(lo, hi, keep, self._read_keys[lane], int(self._lane_gap[lane]))
+
+            arrived = _covered(
+                start_offset, end_offset, self._lane_log[lanes].tolist(), read_through
+            )
             arrived = None if arrived is None or arrived < int(rows) else arrived
             st.cost = observe(
                 self._cost_model, st.cost, int(rows), float(duration_s), arrived=arrived

@@ -541,6 +541,15 @@ def select_kept_runs(lo: int, hi: int, keep: int, key: int, runs: int = LOG_RUNS
         return np.arange(lo, hi, dtype=np.int64)
     if keep <= 0:
         return np.empty(0, dtype=np.int64)
+    start, take = _kept_runs(lo, hi, keep, key, runs)
+    pos = np.repeat(start - np.cumsum(take) + take, take) + np.arange(int(take.sum()))
+    return pos.astype(np.int64)
+
+
+def _kept_runs(lo: int, hi: int, keep: int, key: int, runs: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`select_kept_runs`'s runs as (first index, length) per block, for
+    ``0 < keep < hi - lo`` (a block's run may be empty)."""
+    n = hi - lo
     r = int(min(runs, keep))
     j = np.arange(r + 1, dtype=np.int64)
     edges = lo + (j * n) // r
@@ -556,8 +565,32 @@ def select_kept_runs(lo: int, hi: int, keep: int, key: int, runs: int = LOG_RUNS
         short = int(keep - take.sum())
     slack = (size - take).astype(np.uint64)
     start = edges[:-1] + (tuple_hashes(key, j[:-1]) % (slack + np.uint64(1))).astype(np.int64)
-    pos = np.repeat(start - np.cumsum(take) + take, take) + np.arange(int(take.sum()))
-    return pos.astype(np.int64)
+    return start, take
+
+
+def shed_read(lo: int, hi: int, keep: int, key: int, gap: int, runs: int = LOG_RUNS) -> int:
+    """Shed records of ``[lo, hi)`` a log reader fetches all the same: those between two of
+    :func:`select_kept_runs`'s runs fewer than ``gap`` apart, which the reader reads through
+    as one range (a seek costs more than a short gap: :attr:`Feed.read_gap
+    <spillway.feeds.base.Feed.read_gap>`). With ``gap`` 0 none are.
+
+    A lane that arrives fewer than ``runs * gap`` records in a decision is thus read whole
+    whatever it keeps (every gap is shorter than ``gap``); shedding there saves only the
+    processing of what is shed, not its reading.
+
+    >>> shed_read(0, 10_000, 4_000, 3, gap=2048)  # 16 runs, gaps of about 375: read through
+    5661
+    >>> shed_read(0, 1_000_000, 4_000, 3, gap=2048)  # gaps of about 62,000: none read
+    0
+    >>> shed_read(0, 10_000, 4_000, 3, gap=0), shed_read(0, 10, 10, 3, gap=2048)
+    (0, 0)
+    """
+    if gap <= 0 or keep <= 0 or keep >= hi - lo:
+        return 0
+    start, take = _kept_runs(lo, hi, keep, key, runs)
+    first, end = start[take > 0], (start + take)[take > 0]
+    between = first[1:] - end[:-1]
+    return int(between[between < gap].sum())
 
 
 #: Runs a bounded group read takes from each decided range of a lane (:func:`read_index`).

@@ -49,6 +49,7 @@ def test_a_parquet_sink_writes_no_file_for_an_empty_batch_and_refuses_a_file_pat
         ParquetSink(query="q", path="")
 
 
+@pytest.mark.spark
 def test_the_parquet_folder_reads_back_in_spark_as_one_table(spark, tmp_path):
     sink = ParquetSink(query="q", path=tmp_path / "out")
     sink.write(0, _rows([1.0, 2.0]))

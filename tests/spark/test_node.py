@@ -391,6 +391,7 @@ def test_queries_with_half_one_and_five_second_windows_all_get_results(spark, tm
     assert (starts % 5.0 == 0).all()
 
 
+@pytest.mark.spark
 def test_a_load_manager_decides_the_drop_from_what_spark_measured(spark, tmp_path):
     # Aurora with a headroom far below the measured load: it sheds L − H every interval
     cfg = _config(tmp_path, load_manager="aurora", load_manager_options={"capacity": 0.05})
