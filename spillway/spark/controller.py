@@ -1002,10 +1002,13 @@ class NodeController:
         )
         #: Per log lane, the gap between two kept runs its reader reads through (0: none;
         #: :attr:`Feed.read_gap <spillway.feeds.base.Feed.read_gap>`).
-        self._lane_gap = np.array(
-            [int(getattr(self._queries[q].feed, "read_gap", 0)) for q in lane_query],
-            dtype=np.int64,
-        ) * self._lane_log
+        self._lane_gap = (
+            np.array(
+                [int(getattr(self._queries[q].feed, "read_gap", 0)) for q in lane_query],
+                dtype=np.int64,
+            )
+            * self._lane_log
+        )
         self._plan_names = [p.name for p in plans]
         self._lane_plan_names = [self._plan_names[i] for i in lane_plan]
         #: Every lane's key (:func:`~spillway.spark.source.lane_key`): a bounded group read
@@ -2132,13 +2135,11 @@ class NodeController:
         # a log's shed records are never read unless a per-group policy reads its whole range
         # (as in observe_batch): only the arrivals that are read cost their per-arrived time
         # -- but a lane of fewer than LOG_RUNS x read_gap arrivals is read whole whatever it
-        # keeps (its kept runs lie closer than the reader's gap: shed_read). Such a lane is
-        # charged for all its arrivals, an upper bound by its kept tuples: the fit counts its
-        # shed records read (observe_batch) and its kept ones in the per-tuple term
+        # keeps (its kept runs lie closer than the reader's gap: shed_read), so it is charged
+        # for all its arrivals, as its batches count them (observe_batch: the records read);
+        # a lane read in runs is charged for each record it keeps (below)
         whole = count < LOG_RUNS * self._lane_gap
-        scanned = (
-            count if self.policy.needs_groups else np.where(self._lane_log & ~whole, 0, count)
-        )
+        scanned = count if self.policy.needs_groups else np.where(self._lane_log & ~whole, 0, count)
 
         def budget_for(scanned: np.ndarray) -> Any:
             read = np.bincount(self.lane_plan, weights=scanned, minlength=len(self._plan_names))

@@ -93,6 +93,7 @@ THEMIS (SIGMOD 2016) §4 Eq. 3, §7 Table 1 and the fragmentation of its queries
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 from pyspark.sql import DataFrame
@@ -344,21 +345,38 @@ def collect_pandas(df: DataFrame) -> pd.DataFrame:
 
     ``toPandas`` hands a ``bigint`` column with nulls over as float64, which rounds a 64-bit
     key (the hash of a text key, :func:`spillway.feeds.hashing.text_keys`) to 53 bits: a shed
-    window's keys then differ from its exact answer's. The key column is converted on its own,
-    the others as ``toPandas`` would.
+    window's keys then differ from its exact answer's. The key column is converted on its own
+    (:func:`arrow_pandas`), the others as ``toPandas`` would.
 
     >>> from spillway.testing import local_spark
     >>> df = local_spark().sql("SELECT * FROM VALUES (9153145295534684921L), (NULL) AS t(key)")
     >>> collect_pandas(df)["key"].tolist()
     [9153145295534684921, <NA>]
     """
+    return arrow_pandas(df.toArrow())
+
+
+def arrow_pandas(table: Any) -> pd.DataFrame:
+    """A :class:`pyarrow.Table` as pandas, its ``key`` column (if any) as nullable ``Int64``
+    (every other column converted once, as ``to_pandas`` does; the key column in its place).
+
+    >>> import pyarrow as pa
+    >>> t = pa.table({"w": [1.5, 2.5], "key": pa.array([2**62 + 1, None], pa.int64()),
+    ...               "n": [3, 4]})
+    >>> out = arrow_pandas(t)
+    >>> list(out.columns), out["key"].tolist(), str(out["w"].dtype)
+    (['w', 'key', 'n'], [4611686018427387905, <NA>], 'float64')
+    """
     import pyarrow as pa
 
-    table = df.toArrow()
-    pdf = table.to_pandas()
-    if "key" in table.column_names:
-        whole = table.select(["key"]).to_pandas(types_mapper={pa.int64(): pd.Int64Dtype()}.get)
-        pdf["key"] = whole["key"].astype("Int64")
+    if "key" not in table.column_names:
+        return table.to_pandas()
+    at = table.column_names.index("key")
+    pdf = table.drop_columns(["key"]).to_pandas()
+    whole = pa.table({"key": table.column("key")}).to_pandas(
+        types_mapper={pa.int64(): pd.Int64Dtype()}.get
+    )
+    pdf.insert(at, "key", whole["key"].astype("Int64"))
     return pdf
 
 
