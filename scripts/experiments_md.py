@@ -9,7 +9,8 @@ Usage::
 Each ``--run DIR COMMAND`` pairs a report folder with the exact command that wrote it; the
 sections follow in the order given, after the preamble (markdown: the machine, how the runs
 were made): ``--preamble FILE``, or by default what ``--out`` holds before the line
-:data:`MARK`. Plots are copied under ``--images``.
+:data:`MARK`. With ``--add`` the sections ``--out`` already holds after :data:`MARK` are
+kept and the new ones follow them. Plots are copied under ``--images``.
 """
 
 from __future__ import annotations
@@ -29,12 +30,13 @@ def main() -> None:
     ap.add_argument("--images", type=Path, default=Path("docs/experiments"))
     ap.add_argument("--preamble", type=Path, default=None)
     ap.add_argument("--run", nargs=2, action="append", metavar=("DIR", "COMMAND"), required=True)
+    ap.add_argument("--add", action="store_true", help="keep the sections --out holds")
     args = ap.parse_args()
-    if args.preamble is not None:
-        preamble = args.preamble.read_text()
-    else:
-        preamble = args.out.read_text().split(MARK, 1)[0]
+    before, _, held = args.out.read_text().partition(MARK) if args.out.exists() else ("", "", "")
+    preamble = args.preamble.read_text() if args.preamble is not None else before
     parts = [preamble.strip(), "", MARK, ""]
+    if args.add and held.strip():
+        parts += [held.strip(), ""]
     for run_dir, command in args.run:
         parts.append(section(run_dir, command, images=args.images, md_dir=args.out.parent))
     args.out.write_text("\n".join(parts).rstrip() + "\n")
