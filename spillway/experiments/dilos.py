@@ -172,6 +172,9 @@ def sd_c_rates(overload: float) -> tuple[float, float, float]:
     return (c1, c2, overload - c1 - c2)
 
 
+#: The inputs a run can take (Pham §6.2.1).
+INPUT_NAMES = ("SD_c", "SD_p", "SD_r")
+
 #: How far apart DILoS's and the separate managers' arrival rates may be (relative).
 SAME_ARRIVALS = 0.01
 
@@ -208,6 +211,8 @@ class DilosExperimentConfig:
     capacity : the node's headroom ``H``, split 6/3/1 over the classes.
     crc_cycles : intervals per capacity redistribution cycle.
     pareto_epoch_s : how long each of class 1's SD_p ranges lasts (s; Pham: 50 s).
+    trace_period_s : the slowest swing of class 1's SD_r rate (s; the stand-in trace's
+        ``period_s``).
     duration_s : each run's length after calibration (s).
     warmup_s : leading seconds left out.
     rate : the queries' total rate before scaling (tuples/s).
@@ -227,6 +232,7 @@ class DilosExperimentConfig:
     capacity: float = 0.8
     crc_cycles: int = 5
     pareto_epoch_s: float = 40.0
+    trace_period_s: float = 100.0
     duration_s: float = 120.0
     warmup_s: float = 20.0
     rate: float = 3000.0
@@ -253,6 +259,7 @@ class DilosExperimentConfig:
             check_number(f"class_rates[{i}]", r, low=0, low_ok=False)
         check_number("overload", self.overload, low=0.9 * SD_C_SHARE_USE + 0.1, low_ok=False)
         check_number("pareto_epoch_s", self.pareto_epoch_s, low=0, low_ok=False)
+        check_number("trace_period_s", self.trace_period_s, low=0, low_ok=False)
         check_number("duration_s", self.duration_s, low=0, low_ok=False)
         check_number("warmup_s", self.warmup_s, low=0, high=self.duration_s, high_ok=False)
         if not self.class_plans or len(set(self.class_plans)) != len(self.class_plans):
@@ -270,17 +277,39 @@ class DilosExperimentConfig:
         return [(c, "SD_c") for c in self.configs] + [(c, "SD_p") for c in self.pareto_configs]
 
     def node(
-        self, manager: str, config: str, inp: str = "SD_c", plans: str = "lanes"
+        self,
+        manager: str,
+        config: str,
+        inp: str = "SD_c",
+        plans: str = "lanes",
+        crc_cycles: int | None = None,
     ) -> NodeConfig:
         """The node config of one run (with overload calibration); ``plans``: its
-        ``class_plans``."""
+        ``class_plans``; ``inp``: ``SD_c``, ``SD_p`` or ``SD_r`` (as ``SD_p``, but class 1 at
+        the packet-trace-like rate of :data:`~spillway.feeds.inputs.INPUTS` ``SD_r-1``, its
+        slowest swing lasting ``trace_period_s``: Pham §6.2.1); ``crc_cycles``: in place of
+        the config's.
+
+        >>> q = make_config(quick=True).node("aurora", "dilos", "SD_r", crc_cycles=2)
+        >>> [x.profile for x in q.queries], q.class_crc_cycles
+        (['trace', 'pareto_ranges', 'pareto_ranges'], 2)
+        """
+        if inp not in INPUT_NAMES:
+            raise ConfigError(f"input must be one of {', '.join(INPUT_NAMES)}, got {inp!r}")
         rates = sd_c_rates(self.overload) if inp == "SD_c" else self.class_rates
         total = sum(rates)
         layout, dilos = CONFIGS[config]
         qs = []
         for c, r in enumerate(rates):
             shape: dict[str, Any] = {}
-            if inp == "SD_p":
+            if inp == "SD_r" and c == 0:
+                trace = INPUTS["SD_r-1"]
+                r *= trace.rate / INPUTS["SD_c"].rate
+                shape = {
+                    "profile": trace.profile,
+                    "profile_options": {"period_s": self.trace_period_s, "slot_s": self.trigger_s},
+                }
+            elif inp in ("SD_p", "SD_r"):
                 shape = {
                     "profile": "pareto_ranges",
                     "profile_options": {
@@ -308,7 +337,7 @@ class DilosExperimentConfig:
             class_weights=CLASS_WEIGHTS,
             class_redistribution=dilos,
             class_layout=layout,
-            class_crc_cycles=self.crc_cycles,
+            class_crc_cycles=self.crc_cycles if crc_cycles is None else crc_cycles,
             class_plans=plans,
         )
 
@@ -350,6 +379,24 @@ def _costs_for(costs: Mapping[str, Any], plans: Sequence[str]) -> dict[str, Any]
 def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
     """One record per (class plans, manager, configuration, input): the class manager's
     per-interval records."""
+    return measure_runs(
+        config,
+        [
+            (p, m, name, inp, config.crc_cycles)
+            for p in config.class_plans
+            for m in config.managers
+            for name, inp in config.runs()
+            if not (name == "none" and m != config.managers[0])  # nothing decides: one run
+        ],
+    )
+
+
+def measure_runs(
+    config: DilosExperimentConfig, runs: Sequence[tuple[str, str, str, str, int]]
+) -> list[dict[str, Any]]:
+    """One record per ``(class plans, manager, configuration, input, crc_cycles)`` of
+    ``runs``, in one SparkSession, every run at the arrival rate and from the fitted costs
+    the first one calibrated: the class manager's per-interval records."""
     pools = CLASS_WEIGHTS if "pools" in config.class_plans else None
     spark = experiment_spark(app_name="spillway-dilos", class_weights=pools)
     from spillway.spark.node import Node, plan_layout
@@ -359,12 +406,8 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
     capacity = math.nan
     costs: dict[str, Any] = {}
     try:
-        for plans, manager, (name, inp) in (
-            (p, m, r) for p in config.class_plans for m in config.managers for r in config.runs()
-        ):
-            if name == "none" and manager != config.managers[0]:
-                continue  # nothing decides: one run is enough
-            cfg = config.node(manager, name, inp, plans)
+        for plans, manager, name, inp, crc in runs:
+            cfg = config.node(manager, name, inp, plans, crc_cycles=crc)
             if scale is not None:
                 # the first run's calibration for every run: the same arrival rate and
                 # the same fitted costs to start from, so runs differ in their manager
@@ -396,6 +439,7 @@ def measure(config: DilosExperimentConfig) -> list[dict[str, Any]]:
                     "plans": plans,
                     "manager": manager,
                     "input": inp,
+                    "crc_cycles": crc,
                     "rate": input_rate(cfg) * (scale if cfg.overload is not None else 1.0),
                     "calibrated": cfg.overload is not None,
                     "capacity_tuples_per_s": capacity,
