@@ -63,7 +63,12 @@ Registered:
   situation on 3 Spark nodes (``spillway federation up``), coordinated BALANCE-SIC vs
   uncoordinated vs random under an unequal overload;
 - ``stw-validation`` (:mod:`~spillway.experiments.stw_validation`): THEMIS §7, mean SIC of
-  underloaded TOP-5 queries with a 10 s and a 100 s source time window.
+  underloaded TOP-5 queries with a 10 s and a 100 s source time window;
+- ``load-managers`` (:mod:`~spillway.experiments.load_managers`), ``dilos``
+  (:mod:`~spillway.experiments.dilos`) and ``crc-sensitivity``
+  (:mod:`~spillway.experiments.crc_sensitivity`): Pham §5.3, §6.2 and §6.2.4, load managers
+  against a background job, DILoS against its baselines, and DILoS's loss as its capacity
+  redistribution cycle changes.
 
 Simulated federations (:mod:`spillway.sim`, no Spark; shared parts in
 :mod:`~spillway.experiments._simulated`):
@@ -88,7 +93,7 @@ Examples
 >>> get_experiment("fig99")
 Traceback (most recent call last):
 ...
-spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, dilos, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, spark-federation, stw-validation, wan-burst; got 'fig99'
+spillway.errors.UnknownNameError: experiment must be one of cod-accuracy, cod-drift, cod-latency, cost-quality, crc-sensitivity, dilos, federated-fairness, fragment-mix, kafka-overload, load-managers, overhead, overload, related-work, scalability, shedding-interval, sic-correlation, single-node-fairness, spark-federation, stw-validation, wan-burst; got 'fig99'
 """
 
 from __future__ import annotations
@@ -101,6 +106,7 @@ from spillway.experiments import (
     cod_drift,
     cod_latency,
     cost_quality,
+    crc_sensitivity,
     dilos,
     federated_fairness,
     fragment_mix,
@@ -126,6 +132,7 @@ EXPERIMENTS: dict[str, ModuleType] = {
     "kafka-overload": kafka_overload,
     "load-managers": load_managers,
     "dilos": dilos,
+    "crc-sensitivity": crc_sensitivity,
     "overload": overload,
     "sic-correlation": sic_correlation,
     "single-node-fairness": single_node_fairness,

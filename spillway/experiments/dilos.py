@@ -110,8 +110,9 @@ CONFIGS: dict[str, tuple[str, bool]] = {
 #: The classes' weights (Pham QN-A; the node's default ``class_weights``).
 CLASS_WEIGHTS = (6, 3, 1)
 
-#: The inputs: constant (Table 8) and Pareto per cycle (Tables 9-10).
-INPUT_NAMES = ("SD_c", "SD_p")
+#: The inputs: constant (Table 8), Pareto per cycle (Tables 9-10) and SD_r (Pareto per cycle
+#: for classes 2 and 3, class 1 on the packet-trace-like S_r: crc-sensitivity, Fig. 32).
+INPUT_NAMES = ("SD_c", "SD_p", "SD_r")
 
 #: Pham's per-class loss (%) and mean response time (ms), class 1 first: Table 8 (SD_c) and
 #: Tables 9-10 (SD_p). ``dilos-shared`` is not reproduced (module docstring).
@@ -171,9 +172,6 @@ def sd_c_rates(overload: float) -> tuple[float, float, float]:
     c1, c2 = 0.6 * SD_C_SHARE_USE, 0.3 * SD_C_SHARE_USE
     return (c1, c2, overload - c1 - c2)
 
-
-#: The inputs a run can take (Pham §6.2.1).
-INPUT_NAMES = ("SD_c", "SD_p", "SD_r")
 
 #: How far apart DILoS's and the separate managers' arrival rates may be (relative).
 SAME_ARRIVALS = 0.01

@@ -33,6 +33,7 @@ from spillway.experiments import cod_accuracy as ca
 from spillway.experiments import cod_drift as cd
 from spillway.experiments import cod_latency as cl
 from spillway.experiments import cost_quality as cq
+from spillway.experiments import crc_sensitivity as crc
 from spillway.experiments import dilos as dl
 from spillway.experiments import federated_fairness as ff
 from spillway.experiments import fragment_mix as fm
@@ -287,6 +288,18 @@ ROWS: list[Row] = [
     Row("dilos", ("no_manager_misses_class3_target",), NA,
         "any run: with nothing shed no class scheduler holds class 3 back in the one plan",
         lambda: dl.checks(dl.make_config(quick=True), []), why="no class scheduler"),
+    # ---------------------------------------- crc-sensitivity
+    elsewhere("crc-sensitivity", "loss_lowest_at_crc_le_2 higher_class_never_loses_more "
+              "input_overloads_node", FAIL,
+              "the lowest loss at a CRC of 10 cycles; class 1 loses 0.3 against class 2's 0.2 "
+              "at 5 cycles; 300 tuples/s arrive against a measured capacity of 400",
+              "experiments/test_crc_sensitivity.py::test_report_from_measured_records"),
+    elsewhere("crc-sensitivity", "loss_lowest_at_crc_le_2", NA,
+              "no run shed anything; or only CRCs of 5 and 10 cycles ran",
+              "experiments/test_crc_sensitivity.py::"
+              "test_nothing_shed_or_no_short_crc_is_not_applicable"),
+    Row("crc-sensitivity", ("higher_class_never_loses_more", "input_overloads_node"), NA,
+        "no run measured", lambda: crc.checks([]), why="no run measured"),
     # ---------------------------------------- load-managers
     Row("load-managers", ("aloma_violation_le_0.1D", "seamless_violation_le_0.1D"), FAIL,
         "ALoMa and SEaMLeSS 0.5 s over D = 2 s on average",
@@ -588,6 +601,7 @@ EMPTY: dict[str, Callable[[], Sequence[Check]]] = {
     "kafka-overload": lambda: ko.checks(ko.make_config(quick=True), {}),
     "load-managers": lambda: lm.checks(lm.make_config(quick=True), []),
     "dilos": lambda: dl.checks(dl.make_config(quick=True), []),
+    "crc-sensitivity": lambda: crc.checks([]),
     "overload": lambda: ov.checks({}),
     "sic-correlation": lambda: scor.checks([], []),
     "single-node-fairness": lambda: nf.checks([], nf.FairnessConfig(capacity_tuples_per_s=None)),
