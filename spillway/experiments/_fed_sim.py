@@ -249,7 +249,7 @@ def simulation_of(
     config = SimConfig(
         duration_s=LEAD_S + span, warmup_s=LEAD_S, interval_s=step_s, stw_s=float(fed.stw_s),
         window_s=WINDOW_S, policy=fed.policies[0],
-        coordination="coordinated" if fed.coordinated else "local",
+        coordination="coordinated" if fed.coordinated else "share",
         heartbeat_timeout_s=float(fed.timeout_s), seed=seed,
     )  # fmt: skip
     return deployment, config

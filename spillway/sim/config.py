@@ -32,8 +32,10 @@ from spillway.feeds.profiles import PROFILES
 from spillway.policies import POLICIES
 
 #: How a node gets the SIC of its queries: from the query coordinator (THEMIS ``updateSIC``,
-#: with the local projection) or from its own admissions only (THEMIS Fig. 4, top).
-COORDINATION = ("coordinated", "local")
+#: with the local projection), from its own admissions only (THEMIS Fig. 4, top), or as the
+#: share it kept of what reached its fragment (``share``: the Spark node without a coordinator,
+#: :meth:`spillway.spark.controller.NodeController._projection`).
+COORDINATION = ("coordinated", "local", "share")
 _TOL = 1e-9
 
 
@@ -102,7 +104,9 @@ class SimConfig:
     data_delay_s : network delay of tuples between nodes and of results to the coordinator.
     coord_delay_s : delay of coordinator updates to the nodes and of node reports back.
     policy : shedding policy (:data:`spillway.policies.POLICIES`).
-    coordination : ``coordinated`` (coordinator updates + local projection) or ``local``.
+    coordination : ``coordinated`` (coordinator updates + local projection), ``local`` (own
+        admitted SIC) or ``share`` (own admitted SIC over the SIC mass that arrived at the
+        fragment in the STW, tuple SICs divided by the same mass: Spark's uncoordinated rule).
     projection_lag_s : admission-to-result lag the projection assumes; None estimates it per
         fragment from its hops to the root.
     headroom : fraction of the interval a node fills (THEMIS: 1, ``c`` tuples exactly).

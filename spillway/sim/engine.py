@@ -22,7 +22,10 @@ Every step ``k`` (time ``t = k · interval``) runs, in this order:
    ``decide(Backlog, capacity)`` chooses the keep count of every lane (THEMIS §6: "discards
    batches until the remaining IB tuples = c"). The Backlog's ``query_sic`` is the local
    projection of the last update (:class:`~spillway.quality.projection.LocalProjection`), or
-   the node's own admissions without a coordinator. Lanes of fragments the coordinator reports
+   without a coordinator the node's own admissions (``local``, THEMIS Fig. 4 top) or, with
+   ``share`` (the Spark node's rule without a coordinator), its own admissions over the SIC
+   mass that arrived at the fragment in the STW, this decision's backlog included, with the
+   tuple SICs divided by the same mass: the policy balances each fragment's kept share. Lanes of fragments the coordinator reports
    orphaned are shed. Nothing waits: what is not kept is shed (THEMIS's input buffer is cut to
    ``c`` every interval).
 5. **Processing.** Kept tuples are processed during ``[t, t + interval)``; their SIC adds to
@@ -63,6 +66,22 @@ Examples
 [1.0, 1.0]
 >>> r.accounting.balanced()
 True
+
+Without a coordinator, node 0 holds all of q1 and a leaf with a third of q2's sources (the
+other leaf on an idle node). ``local`` sees that leaf's admitted SIC as low and feeds it;
+``share`` keeps the same share of both fragments:
+
+>>> from spillway.sim.deployment import FragmentSpec
+>>> d = Deployment(n_nodes=3, capacity=(200.0, 1e9, 1e9), queries=(
+...     QuerySpec(kind="q1", fragments=(FragmentSpec(node=0, sources=2),)),
+...     QuerySpec(kind="q2", fragments=(FragmentSpec(node=2, sources=0),
+...         FragmentSpec(node=0, sources=1, downstream=(0,)),
+...         FragmentSpec(node=1, sources=2, downstream=(0,))))))
+>>> for c in ("local", "share"):
+...     cfg = SimConfig(duration_s=60.0, warmup_s=30.0, coordination=c)
+...     print(c, simulate(d, cfg).per_query_sic().round(2).tolist())
+local [0.26, 0.93]
+share [0.44, 0.81]
 """
 
 from __future__ import annotations
@@ -217,6 +236,7 @@ class Simulation:
         dd = cfg.delay_steps(cfg.data_delay_s)
         dc = cfg.delay_steps(cfg.coord_delay_s)
         coordinated = cfg.coordination == "coordinated"
+        share = cfg.coordination == "share"
         stw = StwConfig(stw_s=cfg.stw_s, slide_s=step_s)
 
         profile = _Arrivals(topo, cfg)
@@ -230,8 +250,12 @@ class Simulation:
             stw,
             n_f,
             lag_s=lags,
-            history_s=cfg.stw_s + float(lags.max(initial=0.0)) + (dc + 2) * step_s,
+            history_s=(
+                proj_history := cfg.stw_s + float(lags.max(initial=0.0)) + (dc + 2) * step_s
+            ),
         )
+        # arrived SIC mass per fragment over the STW: the ``share`` base's denominator
+        arrived_mass = LocalProjection(stw, n_f, lag_s=np.zeros(n_f), history_s=proj_history)
         nodes = [self._node(n) for n in range(n_nodes)]
         cap_steps = list(self.deployment.capacity_steps)
         overload = OverloadConfig()
@@ -322,8 +346,17 @@ class Simulation:
                 base = proj.base(
                     t, visible.sic[q_of_f], visible.as_of, visible.ceiling[q_of_f], waiting
                 )
+            elif share:
+                mass_in = np.bincount(topo.lane_frag, weights=decide_count * sic, minlength=n_f)
+                norm = arrived_mass.own(t) + mass_in
+                empty = norm <= 0
+                norm = np.where(empty, 1.0, norm)
+                base = np.where(empty, 1.0, proj.own(t) / norm)
+                lane_sic = sic / norm[topo.lane_frag]
             else:
                 base = proj.own(t)
+            if not share:
+                lane_sic = sic
             for n in range(n_nodes):
                 if not alive[n]:
                     continue
@@ -352,7 +385,7 @@ class Simulation:
                         lane_query=lane_local[ls:le],
                         lane_source=lane_ids[ls:le],
                         count=cnt,
-                        tuple_sic=sic[ls:le],
+                        tuple_sic=lane_sic[ls:le],
                         query_sic=base[fs:fe],
                     )
                     if observer is not None:
@@ -388,6 +421,10 @@ class Simulation:
             per_node["lost"] += np.bincount(lane_node, weights=lost, minlength=n_nodes)
             gain = np.bincount(topo.lane_frag, weights=kept_sic, minlength=n_f)
             proj.record(t, gain)
+            if share:
+                arrived_mass.record(
+                    t, np.bincount(topo.lane_frag, weights=decide_count * sic, minlength=n_f)
+                )
             window_acc += gain
             window_acc[~alive[topo.frag_node]] = 0.0
             # 6. windows

@@ -285,3 +285,14 @@ def test_capacity_steps_change_what_a_node_keeps() -> None:
         Deployment(n_nodes=1, capacity=1.0, queries=(q,), capacity_steps=((1.0, (1.0, 2.0)),))
     with pytest.raises(ConfigError, match="capacity_steps capacities must be finite"):
         Deployment(n_nodes=1, capacity=1.0, queries=(q,), capacity_steps=((1.0, (0.0,)),))
+
+
+def test_themis_fig4_share_nodes_balance_each_fragments_kept_share() -> None:
+    """Spark's uncoordinated rule (``share``): each node balances the share of its fragments'
+    arrived SIC it keeps, so q2's leaves (half of q2's sources each) keep the same share as q1
+    and q3 and q2 is not over-served; ``local`` gives q2 3/7 against 3/14 (test above)."""
+    cfg = SimConfig(duration_s=90.0, warmup_s=30.0, coordination="share")
+    sic = simulate(fig4(), cfg).per_query_sic()
+    local = simulate(fig4(), SimConfig(duration_s=90.0, warmup_s=30.0, coordination="local"))
+    assert sic == pytest.approx([0.3, 0.3, 0.3], abs=0.01)
+    assert local.per_query_sic()[1] > sic[1] + 0.1
