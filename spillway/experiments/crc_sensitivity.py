@@ -218,9 +218,10 @@ def analyse(config: CrcSensitivityConfig, measured: Sequence[Mapping[str, Any]])
                paper="Pham Fig. 32 (SD_r, log-y): every class's loss lowest at a CRC of 1-2 "
                      "cycles (150-300 ms), the differences small"),
     ]  # fmt: skip
+    cks = checks(runs)
     return Analysis(
         values={"runs": runs, "paper_best_crc_cycles": PAPER_BEST},
-        checks=checks(runs),
+        checks=cks,
         setup=(
             f"Three AVG queries, one per class (weights 6/3/1), DILoS with {config.manager} "
             f"managers (H = {num(config.capacity)}, split 6/3/1; 5 % reserve; D = 3, 4, 5 "
@@ -238,9 +239,7 @@ def analyse(config: CrcSensitivityConfig, measured: Sequence[Mapping[str, Any]])
             [
                 {
                     "claim (Pham §6.2.4, Fig. 32)": "loss lowest at a CRC of 1-2 cycles",
-                    "this run": next(
-                        (c.why for c in checks(runs) if c.name == "loss_lowest_at_crc_le_2"), ""
-                    ),
+                    "this run": cks[0].why,  # loss_lowest_at_crc_le_2
                 },
                 {
                     "claim (Pham §6.2.4, Fig. 32)": "the differences across CRCs are small",
@@ -266,11 +265,7 @@ def analyse(config: CrcSensitivityConfig, measured: Sequence[Mapping[str, Any]])
         ),
         tables={
             "runs.csv": rows,
-            "records.csv": [
-                {"crc_cycles": m["crc_cycles"], **{k: r.get(k) for k in dilos.RECORD_COLUMNS}}
-                for m in measured
-                for r in m["records"]
-            ],
+            "records.csv": dilos.record_rows(measured, "crc_cycles"),
         },
         figures=figs,
         sections=[("Every run (summary.json `runs`)", markdown_table(rows))],

@@ -560,6 +560,22 @@ def summarise(config: DilosExperimentConfig, run: Mapping[str, Any]) -> dict[str
     }
 
 
+def record_rows(
+    measured: Sequence[Mapping[str, Any]], key: str, column: str | None = None
+) -> list[dict[str, Any]]:
+    """Every run's per-interval records (:data:`RECORD_COLUMNS`), each labelled with its
+    run's ``key`` (as ``column``, default ``key``): the rows of ``records.csv``.
+
+    >>> record_rows([{"name": "r", "records": [{"t": 1.0, "class": 2}]}], "name", "run")[0]["run"]
+    'r'
+    """
+    return [
+        {column or key: m[key], **{k: r.get(k) for k in RECORD_COLUMNS}}
+        for m in measured
+        for r in m["records"]
+    ]
+
+
 def _key(r: Mapping[str, Any]) -> tuple[str, str, str, str]:
     """A run's (configuration, manager, input, class plans)."""
     return (r["config"], r["manager"], r.get("input", "SD_c"), r.get("plans", "lanes"))
@@ -831,11 +847,7 @@ def analyse(config: DilosExperimentConfig, measured: Sequence[Mapping[str, Any]]
         ),
         tables={
             "configs.csv": rows,
-            "records.csv": [
-                {"run": m["name"], **{k: r.get(k) for k in RECORD_COLUMNS}}
-                for m in measured
-                for r in m["records"]
-            ],
+            "records.csv": record_rows(measured, "name", "run"),
         },
         figures=figs,
         sections=[("Every run (summary.json `configs`)", markdown_table(rows))],
