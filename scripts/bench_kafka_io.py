@@ -12,7 +12,9 @@ ranges of 50,000 and 10,000 offsets (the shape of a source's micro-batches), the
 tenth of the partition takes as one range and as 16 runs spread over it (a shedding lane's
 kept runs, each a re-seek), and
 ``KafkaFeed.records`` over the whole partition (read, then parse the JSON values with the
-schema: the source's Python side), each the median of three runs. ``--spark`` adds Spark's
+schema: the source's Python side), each the median of three runs, and the kept records of 20
+small lanes (9,500 records each, a third kept: ``small_lanes_seconds``) read as 16 runs a lane
+and as :func:`~spillway.spark.source.log_runs`'s runs. ``--spark`` adds Spark's
 own Kafka source counting the same partition (batch read).
 """
 
@@ -42,6 +44,40 @@ def _print_rate(figure: str, rows: int, runs: list[float], **extra: object) -> N
     value = round(_median_rate(rows, runs))
     print(json.dumps({"figure": figure, **extra, "value": value,
                       "runs_s": [round(x, 3) for x in runs]}))  # fmt: skip
+
+
+#: spark-federation's node ``c`` (EXPERIMENTS.md "Node c reads its input whole"): 20 lanes
+#: of about 9,500 records a decision, keeping about a third.
+SMALL_LANES, SMALL_LANE_RECORDS, SMALL_LANE_KEPT = 20, 9_500, 0.35
+
+
+def _small_lanes(feed: KafkaFeed, n: int) -> None:
+    """Seconds to fetch and parse the kept records of :data:`SMALL_LANES` lanes of
+    :data:`SMALL_LANE_RECORDS` (consecutive ranges of the partition), as an executor does
+    (``KafkaFeed.records`` on the kept indices, gaps under ``read_gap`` read through): with
+    the 16 kept runs a lane always had, and with :func:`~spillway.spark.source.log_runs`'s,
+    each the median of three; plus the records every lane read, kept or read through."""
+    from spillway.spark.source import LOG_RUNS, log_runs, select_kept_runs
+
+    lanes = min(SMALL_LANES, n // SMALL_LANE_RECORDS)
+    keep = int(SMALL_LANE_RECORDS * SMALL_LANE_KEPT)
+    for rule in ("16", "log_runs"):
+        took = []
+        for rep in range(3):
+            t0 = time.perf_counter()
+            read = 0
+            for lane in range(lanes):
+                lo = lane * SMALL_LANE_RECORDS
+                hi = lo + SMALL_LANE_RECORDS
+                runs = LOG_RUNS if rule == "16" else log_runs(hi - lo, keep, feed.read_gap)
+                idx = select_kept_runs(lo, hi, keep, rep * 1000 + lane, runs)
+                read += len(feed.records(0, idx)["key"])
+            took.append(time.perf_counter() - t0)
+            assert read == lanes * keep, (read, lanes * keep)
+        print(json.dumps({"figure": "small_lanes_seconds", "runs": rule, "lanes": lanes,
+                          "lane_records": SMALL_LANE_RECORDS, "kept": lanes * keep,
+                          "value": round(statistics.median(took), 3),
+                          "runs_s": [round(x, 3) for x in took]}))  # fmt: skip
 
 
 def main() -> None:
@@ -130,9 +166,10 @@ def main() -> None:
             got = len(feed.records(0, np.arange(n, dtype=np.int64))["key"])
             runs.append(time.perf_counter() - t0)
             assert got == n, (got, n)
-        feed.close()
         _print_rate("feed_records_rows_per_s", n, runs, range_rows=n,
                     note="KafkaFeed.records: read + parse JSON with the schema")  # fmt: skip
+        _small_lanes(feed, n)
+        feed.close()
         if args.spark:
             from spillway.testing import local_spark
 

@@ -9,14 +9,15 @@ over the node's batches after the first third (past its warm-up):
   whose batches last about the same whatever they keep pays mostly a fixed cost;
 - its cost model's own figures at its decisions over the same part (median fixed cost and
   per kept tuple) and the budget they leave for kept tuples;
-- the share of what arrived that it kept, and the records a log lane brought per decision
-  against ``LOG_RUNS x READ_GAP`` (below it, every gap between the lane's kept runs is shorter
-  than the reader reads through: the lane is read whole whatever is kept,
-  :func:`spillway.spark.source.shed_read`).
+- the share of what arrived that it kept, the records a log lane brought per decision, and
+  the share of its shed records its reader read all the same (those in a gap between two kept
+  runs shorter than the reader reads through, :func:`spillway.spark.source.shed_read`), with
+  the kept runs of this code (:func:`spillway.spark.source.log_runs`) or, with ``--runs 16``,
+  the 16 runs a lane always had before (the histories of run 12 and earlier).
 
 Usage::
 
-    .venv/bin/python scripts/node_batch_fit.py ROOT --node c --lanes 20 --budget 1.6
+    .venv/bin/python scripts/node_batch_fit.py ROOT --node c --lanes 20 --budget 1.6 [--runs 16]
 
 ``--lanes``: the node's log lanes (partitions it reads); ``--budget``: headroom x trigger (s).
 """
@@ -34,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from spillway.kafka.feed import READ_GAP
-from spillway.spark.source import LOG_RUNS
+from spillway.spark.source import shed_read
 
 
 def history_of(root: Path, mode: str, node: str) -> list[dict[str, Any]] | None:
@@ -45,7 +46,9 @@ def history_of(root: Path, mode: str, node: str) -> list[dict[str, Any]] | None:
     return None
 
 
-def batch_fit(lines: Sequence[Mapping[str, Any]], lanes: int, budget_s: float) -> dict[str, Any]:
+def batch_fit(
+    lines: Sequence[Mapping[str, Any]], lanes: int, budget_s: float, runs: int | None = None
+) -> dict[str, Any]:
     """The figures the module docstring lists, over the batches (and decisions) after the
     first third of each.
 
@@ -57,8 +60,10 @@ def batch_fit(lines: Sequence[Mapping[str, Any]], lanes: int, budget_s: float) -
     >>> f = batch_fit(lines, lanes=4, budget_s=1.6)
     >>> round(f["fixed_s"], 3), round(f["per_row_us"], 1), round(f["corr"], 2), f["kept"]
     (1.0, 200.0, 1.0, 0.25)
-    >>> f["lane_records_per_decision"], f["read_whole"], round(f["model_left_s"], 2)
-    (10000.0, True, 0.6)
+    >>> f["lane_records_per_decision"], f["read_through"], round(f["model_left_s"], 2)
+    (10000.0, 0.0, 0.6)
+    >>> round(batch_fit(lines, lanes=4, budget_s=1.6, runs=16)["read_through"], 2)
+    0.97
     """
     rows: list[float] = []
     durations: list[float] = []
@@ -90,8 +95,16 @@ def batch_fit(lines: Sequence[Mapping[str, Any]], lanes: int, budget_s: float) -
         "model_left_s": budget_s - model_fixed,
         "kept": admitted / arrived if arrived else float("nan"),
         "lane_records_per_decision": per_lane,
-        "read_whole": per_lane < LOG_RUNS * READ_GAP,
+        "read_through": read_through(per_lane, admitted / arrived if arrived else 1.0, runs),
     }
+
+
+def read_through(per_lane: float, kept: float, runs: int | None) -> float:
+    """Share of a lane's shed records its reader fetches all the same, for a lane of
+    ``per_lane`` records a decision keeping ``kept`` of them (one hashed layout)."""
+    n = int(round(per_lane))
+    keep = int(round(n * kept))
+    return shed_read(0, n, keep, 0, READ_GAP, runs) / (n - keep) if n > keep else 0.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -101,25 +114,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--lanes", type=int, required=True, help="the node's log lanes")
     ap.add_argument("--budget", type=float, default=1.6, help="headroom x trigger (s)")
     ap.add_argument("--modes", default="calibration,coordinated,uncoordinated,random")
+    ap.add_argument("--runs", type=int, default=None, help="kept runs a lane (default: log_runs)")
     args = ap.parse_args(argv)
     if args.lanes < 1 or not args.root.is_dir():
         print("node_batch_fit: need --lanes >= 1 and an existing ROOT folder", file=sys.stderr)
         return 2
-    print("| mode | batches | rows | duration (s) | fit: fixed (s) / per row (µs) / corr "
-          "| model: fixed (s) / per tuple (µs) / left (s) | kept | records a lane a decision |")
+    print(
+        "| mode | batches | rows | duration (s) | fit: fixed (s) / per row (µs) / corr "
+        "| model: fixed (s) / per tuple (µs) / left (s) | kept "
+        "| records a lane a decision (shed read through) |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for mode in args.modes.split(","):
         lines = history_of(args.root, mode, args.node)
         if lines is None:
             continue
-        f = batch_fit(lines, args.lanes, args.budget)
-        whole = "read whole" if f["read_whole"] else "read in runs"
+        f = batch_fit(lines, args.lanes, args.budget, args.runs)
         print(f"| {mode} | {f['batches']} | {f['rows'][0]:,.0f}-{f['rows'][1]:,.0f} "
               f"| {f['duration_s'][0]:.2f}-{f['duration_s'][1]:.2f} "
               f"| {f['fixed_s']:.2f} / {f['per_row_us']:.2f} / {f['corr']:.2f} "
               f"| {f['model_fixed_s']:.2f} / {f['model_per_tuple_us']:.1f} / "
               f"{f['model_left_s']:.2f} | {f['kept']:.3f} "
-              f"| {f['lane_records_per_decision']:,.0f} ({whole}) |")  # fmt: skip
+              f"| {f['lane_records_per_decision']:,.0f} ({f['read_through']:.0%}) |")  # fmt: skip
     return 0
 
 

@@ -154,8 +154,10 @@ The read is ``group_read`` times the capacity it is sized by, so that capacity p
 a kept tuple costs its per-tuple time plus ``group_read`` per-arrived times, and the capacity
 is what the budget left after the fixed cost buys at that price (``_capacity``).
 A group with no tuple in the sample is not seen at all (CoD's missing groups count only the
-groups seen). A log lane (Kafka, a folder) is read the same way, in
-:data:`~spillway.spark.source.LOG_RUNS` runs (each is a seek): its executors fetch and parse
+groups seen). A log lane (Kafka, a folder) is read the same way, in at most
+:data:`~spillway.spark.source.LOG_RUNS` runs (each is a seek; fewer where the shed records
+could not keep them the reader's gap apart, :func:`~spillway.spark.source.log_runs`): its
+executors fetch and parse
 only the bounded read, once, and keep from what they fetched; its driver counts groups on at
 most :data:`LOG_GROUP_SAMPLE` records of the read (:data:`LOG_SAMPLE_RUNS` runs of it), scaled
 to the read, as it does on a whole log range without a bound.
@@ -297,7 +299,6 @@ from spillway.quality.unseen import unseen_groups
 from spillway.spark.class_control import ClassControl, ClassControlConfig
 from spillway.spark.load_control import LoadControl, LoadControlConfig
 from spillway.spark.source import (
-    LOG_RUNS,
     FeedSpec,
     PlanDescription,
     PlanOffset,
@@ -1852,7 +1853,10 @@ class NodeController:
                 self._log_sample(
                     lane,
                     read_index(
-                        ((a, b, whole),), self._read_keys[lane], log=bool(self._lane_log[lane])
+                        ((a, b, whole),),
+                        self._read_keys[lane],
+                        log=bool(self._lane_log[lane]),
+                        gap=int(self._lane_gap[lane]),
                     ),
                 )
                 if bounded
@@ -2133,13 +2137,11 @@ class NodeController:
         per_plan = np.bincount(self.lane_plan, weights=count, minlength=len(self._plan_names))
         running = [self._plan_names[i] for i in np.flatnonzero(per_plan > 0)]
         # a log's shed records are never read unless a per-group policy reads its whole range
-        # (as in observe_batch): only the arrivals that are read cost their per-arrived time
-        # -- but a lane of fewer than LOG_RUNS x read_gap arrivals is read whole whatever it
-        # keeps (its kept runs lie closer than the reader's gap: shed_read), so it is charged
-        # for all its arrivals, as its batches count them (observe_batch: the records read);
-        # a lane read in runs is charged for each record it keeps (below)
-        whole = count < LOG_RUNS * self._lane_gap
-        scanned = count if self.policy.needs_groups else np.where(self._lane_log & ~whole, 0, count)
+        # (as in observe_batch): only the arrivals that are read cost their per-arrived time,
+        # so a log lane is charged for each record it keeps (below). Its kept runs are as few
+        # as keep them a reader's gap apart (log_runs), so the shed records read through
+        # between two runs are a small part, counted when its batches are (observe_batch)
+        scanned = count if self.policy.needs_groups else np.where(self._lane_log, 0, count)
 
         def budget_for(scanned: np.ndarray) -> Any:
             read = np.bincount(self.lane_plan, weights=scanned, minlength=len(self._plan_names))
@@ -2153,7 +2155,7 @@ class NodeController:
 
         budget = budget_for(scanned)
         cost = budget.lane_costs(self._lane_plan_names)
-        unread = self._lane_log & ~whole
+        unread = self._lane_log
         if not self.policy.needs_groups and unread.any():
             # a log lane read as its kept runs fetches each record it keeps: its per-arrived
             # time is part of a kept record's cost (observe_batch counts them as read)

@@ -511,8 +511,33 @@ def select_kept(lo: int, hi: int, keep: int, key: int) -> np.ndarray:
     return idx[chosen]
 
 
-#: Runs a log lane's kept records are read in (:func:`select_kept_runs`).
+#: Runs a log lane's kept records are read in at most (:func:`select_kept_runs`,
+#: :func:`log_runs`).
 LOG_RUNS = 16
+
+
+def log_runs(n: int, keep: int, gap: int) -> int:
+    """Runs a log lane keeps ``keep`` of its ``n`` records in, for a reader that reads through
+    a gap of fewer than ``gap`` shed records (:attr:`Feed.read_gap
+    <spillway.feeds.base.Feed.read_gap>`): :data:`LOG_RUNS`, or fewer so the shed records put
+    ``2 * gap`` between two runs on average (at least one run).
+
+    Why: each run sits at a hashed place in its block, so the gap between two runs is the sum
+    of two uniform parts; with 16 runs in a lane of 10,000 records the gaps are a few hundred
+    records, every one read through, and shedding there saves no reading at all (node ``c``
+    of the spark-federation runs, EXPERIMENTS.md "Node c reads its input whole"). At twice
+    ``gap`` on average, the records read through are at most about 1/24 of the shed ones (a
+    gap shorter than ``gap`` is read, and it is short with a triangular chance). The cost:
+    fewer, longer runs spread the kept records less evenly over the batch's time.
+
+    >>> log_runs(10_000, 4_000, 2048), log_runs(1_000_000, 4_000, 2048), log_runs(100, 50, 0)
+    (1, 16, 16)
+    >>> log_runs(60_000, 4_000, 2048), log_runs(10_000, 10_000, 2048)
+    (13, 1)
+    """
+    if gap <= 0:
+        return LOG_RUNS
+    return int(max(1, min(LOG_RUNS, (n - keep) // (2 * gap))))
 
 
 def select_kept_runs(lo: int, hi: int, keep: int, key: int, runs: int = LOG_RUNS) -> np.ndarray:
@@ -568,26 +593,29 @@ def _kept_runs(lo: int, hi: int, keep: int, key: int, runs: int) -> tuple[np.nda
     return start, take
 
 
-def shed_read(lo: int, hi: int, keep: int, key: int, gap: int, runs: int = LOG_RUNS) -> int:
+def shed_read(lo: int, hi: int, keep: int, key: int, gap: int, runs: int | None = None) -> int:
     """Shed records of ``[lo, hi)`` a log reader fetches all the same: those between two of
     :func:`select_kept_runs`'s runs fewer than ``gap`` apart, which the reader reads through
     as one range (a seek costs more than a short gap: :attr:`Feed.read_gap
-    <spillway.feeds.base.Feed.read_gap>`). With ``gap`` 0 none are.
+    <spillway.feeds.base.Feed.read_gap>`). With ``gap`` 0 none are. The runs are
+    :func:`log_runs`'s unless ``runs`` is given.
 
-    A lane that arrives fewer than ``runs * gap`` records in a decision is thus read whole
-    whatever it keeps (every gap is shorter than ``gap``); shedding there saves only the
-    processing of what is shed, not its reading.
+    With ``runs`` fixed at 16, a lane that arrives fewer than ``16 * gap`` records in a
+    decision is read whole whatever it keeps (every gap is shorter than ``gap``): shedding
+    there saves only the processing of what is shed, not its reading. :func:`log_runs` takes
+    fewer runs there.
 
-    >>> shed_read(0, 10_000, 4_000, 3, gap=2048)  # 16 runs, gaps of about 375: read through
+    >>> shed_read(0, 10_000, 4_000, 3, gap=2048, runs=16)  # gaps of about 375: read through
     5661
-    >>> shed_read(0, 1_000_000, 4_000, 3, gap=2048)  # gaps of about 62,000: none read
+    >>> shed_read(0, 10_000, 4_000, 3, gap=2048)  # log_runs: one run, nothing between
     0
     >>> shed_read(0, 10_000, 4_000, 3, gap=0), shed_read(0, 10, 10, 3, gap=2048)
     (0, 0)
     """
     if gap <= 0 or keep <= 0 or keep >= hi - lo:
         return 0
-    start, take = _kept_runs(lo, hi, keep, key, runs)
+    r = log_runs(hi - lo, keep, gap) if runs is None else runs
+    start, take = _kept_runs(lo, hi, keep, key, r)
     first, end = start[take > 0], (start + take)[take > 0]
     between = first[1:] - end[:-1]
     return int(between[between < gap].sum())
@@ -600,12 +628,14 @@ READ_RUNS = 64
 _READ_SALT = 0x5A3B1E
 
 
-def read_index(reads: Sequence[tuple[int, int, int]], key: int, *, log: bool = False) -> np.ndarray:
+def read_index(
+    reads: Sequence[tuple[int, int, int]], key: int, *, log: bool = False, gap: int = 0
+) -> np.ndarray:
     """The tuple indices a bounded group read covers, ascending: for every ``(lo, hi, m)``,
     the ``m`` indices of ``[lo, hi)`` in :data:`READ_RUNS` contiguous runs, or
-    :data:`LOG_RUNS` for a ``log`` (each run is a seek there, :func:`select_kept_runs`),
-    keyed by the lane's ``key`` and ``lo``, so the driver that decides and the executor that
-    reads pick the same tuples, and a replay too.
+    :func:`log_runs` for a ``log`` whose reader reads through gaps under ``gap`` (each run is a
+    seek there, :func:`select_kept_runs`), keyed by the lane's ``key`` and ``lo``, so the
+    driver that decides and the executor that reads pick the same tuples, and a replay too.
 
     Why: a per-group decision (CoD) needs every tuple's group key, and deriving it costs about
     as much as generating the row (a log's record is fetched and parsed for it); under heavy
@@ -619,9 +649,15 @@ def read_index(reads: Sequence[tuple[int, int, int]], key: int, *, log: bool = F
     >>> int((np.diff(read_index([(0, 10_000, 640)], 7, log=True)) > 1).sum())  # 16 runs
     15
     """
-    runs = LOG_RUNS if log else READ_RUNS
     parts = [
-        select_kept_runs(lo, hi, m, _mix64(key ^ _READ_SALT ^ lo), runs=runs) for lo, hi, m in reads
+        select_kept_runs(
+            lo,
+            hi,
+            m,
+            _mix64(key ^ _READ_SALT ^ lo),
+            runs=log_runs(hi - lo, m, gap) if log else READ_RUNS,
+        )
+        for lo, hi, m in reads
     ]
     return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
 
@@ -1182,11 +1218,12 @@ def read_batches(
         read = reads[j] if reads is not None else None
         fetched = None  # a log's records read once for their keys: the kept are taken from them
         if read is not None:  # a bounded group read: only these tuples are looked at
-            idx = read_index(read, key, log=feed.log)
+            idx = read_index(read, key, log=feed.log, gap=feed.read_gap)
         if groups is None and read is not None:
             kept = idx
         elif groups is None and feed.log:  # a log: read only what is kept
-            kept = select_kept_runs(lo, hi, int(partition.keep[j]), key)
+            keep = int(partition.keep[j])
+            kept = select_kept_runs(lo, hi, keep, key, log_runs(hi - lo, keep, feed.read_gap))
         elif groups is None:
             kept = select_kept(lo, hi, int(partition.keep[j]), key)
         else:

@@ -26,5 +26,9 @@ def test_every_mode_of_a_folder_is_fitted_and_a_missing_one_skipped(tmp_path, ca
     out = capsys.readouterr().out.splitlines()
     assert len(out) == 4  # header, rule, two modes (no calibration, no uncoordinated)
     assert out[2].startswith("| coordinated | 20 |") and "| 1.20 / 2.00 / 1.00 |" in out[2]
-    assert "| 1.40 / 3.00 / 1.00 |" in out[3] and "10,000 (read whole)" in out[3]
+    assert "| 1.40 / 3.00 / 1.00 |" in out[3] and "10,000 (0%)" in out[3]
+    # with the 16 kept runs a lane had before log_runs, 10,000 records keeping 40 %: nearly
+    # every shed record read (99.5 %)
+    assert script.main([str(tmp_path), "--node", "c", "--lanes", "20", "--runs", "16"]) == 0
+    assert "10,000 (100%)" in capsys.readouterr().out.splitlines()[3]
     assert script.main([str(tmp_path / "none"), "--node", "c", "--lanes", "20"]) == 2

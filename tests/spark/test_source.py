@@ -642,6 +642,28 @@ def test_a_logs_kept_records_are_few_runs_spread_over_the_range(lo, hi, keep):
     assert per_block.max() - per_block.min() <= 1  # every part of the batch keeps its share
 
 
+def test_a_logs_kept_runs_leave_little_to_read_through():
+    # A Kafka reader reads through a gap of fewer than 2,048 shed records between two kept
+    # runs. With 16 runs always, a lane of 9,500 records keeping a third had every shed
+    # record read (node c of spark-federation); log_runs takes as few runs as keep them
+    # 4,096 apart on average, so little of the shed is read, whatever the lane's size.
+    from spillway.spark.source import LOG_RUNS, log_runs, select_kept_runs, shed_read
+
+    shed = through = 0
+    for n in (2_000, 9_500, 20_000, 66_000, 200_000, 1_000_000):
+        for share in (0.05, 0.2, 0.35, 0.6, 0.9):
+            for key in range(4):
+                keep = int(n * share)
+                r = log_runs(n, keep, 2048)
+                a = select_kept_runs(0, n, keep, key, r)
+                assert a.size == keep and int((np.diff(a) > 1).sum()) < r <= LOG_RUNS
+                one = shed_read(0, n, keep, key, 2048)
+                assert one <= 0.25 * (n - keep), (n, share, key, one)
+                shed, through = shed + n - keep, through + one
+    assert through <= 0.06 * shed, through / shed
+    assert shed_read(0, 9_500, 3_300, 1, 2048, runs=LOG_RUNS) > 0.8 * 6_200  # 16 runs: all read
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_grouped_keep_candidates_give_the_same_tuples_as_sorting_all(seed):
     # groups of 1 to thousands of tuples, keeps from 0 to all: the candidate path (hashes below
