@@ -56,7 +56,7 @@ def _small_lanes(feed: KafkaFeed, n: int) -> None:
     :data:`SMALL_LANE_RECORDS` (consecutive ranges of the partition), as an executor does
     (``KafkaFeed.records`` on the kept indices, gaps under ``read_gap`` read through): with
     the 16 kept runs a lane always had, and with :func:`~spillway.spark.source.log_runs`'s,
-    each the median of three; plus the records every lane read, kept or read through."""
+    each the median of three."""
     from spillway.spark.source import LOG_RUNS, log_runs, select_kept_runs
 
     lanes = min(SMALL_LANES, n // SMALL_LANE_RECORDS)
@@ -65,15 +65,15 @@ def _small_lanes(feed: KafkaFeed, n: int) -> None:
         took = []
         for rep in range(3):
             t0 = time.perf_counter()
-            read = 0
+            got = 0
             for lane in range(lanes):
                 lo = lane * SMALL_LANE_RECORDS
                 hi = lo + SMALL_LANE_RECORDS
                 runs = LOG_RUNS if rule == "16" else log_runs(hi - lo, keep, feed.read_gap)
                 idx = select_kept_runs(lo, hi, keep, rep * 1000 + lane, runs)
-                read += len(feed.records(0, idx)["key"])
+                got += len(feed.records(0, idx)["key"])
             took.append(time.perf_counter() - t0)
-            assert read == lanes * keep, (read, lanes * keep)
+            assert got == lanes * keep, (got, lanes * keep)
         print(json.dumps({"figure": "small_lanes_seconds", "runs": rule, "lanes": lanes,
                           "lane_records": SMALL_LANE_RECORDS, "kept": lanes * keep,
                           "value": round(statistics.median(took), 3),

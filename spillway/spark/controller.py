@@ -2155,12 +2155,11 @@ class NodeController:
 
         budget = budget_for(scanned)
         cost = budget.lane_costs(self._lane_plan_names)
-        unread = self._lane_log
-        if not self.policy.needs_groups and unread.any():
+        if not self.policy.needs_groups and self._lane_log.any():
             # a log lane read as its kept runs fetches each record it keeps: its per-arrived
             # time is part of a kept record's cost (observe_batch counts them as read)
             each_read = np.array([est[p].per_arrived_s for p in self._lane_plan_names])
-            cost = cost + np.where(unread, each_read, 0.0)
+            cost = cost + np.where(self._lane_log, each_read, 0.0)
         total = float(count.sum())
         if self.policy.needs_groups and cfg.group_read is not None and total > 0:
             # a bounded group read (_group_read) reads group_read x the capacity it is given,
