@@ -184,7 +184,10 @@ corrected by the measured result SIC ``r_q`` (Eq. 4 over the STW, from processed
 SIC admitted in segments Spark has not processed yet (pending). The correction replaces the
 node's own bookkeeping by what the results really carried (windows that lost SIC, other nodes'
 fragments of a federated query) and keeps what only the node knows yet: its own admissions in
-flight (THEMIS's "subtract the queued batches, add back what is kept").
+flight (THEMIS's "subtract the queued batches, add back what is kept"). In a federation the
+local base is per fragment: a fragment's own sources and its link input (two local queries)
+are summed and balanced as one (``_projection``), as THEMIS Fig. 4's uncoordinated nodes
+balance the SIC their admissions give each fragment.
 
 Federated base (THEMIS §5.2 ``updateSIC``, §6)
 ----------------------------------------------
@@ -1355,14 +1358,19 @@ class NodeController:
         self._tuple_sic = sic
         mass_in = np.bincount(self.lane_query, weights=count * sic, minlength=self.n_queries)
         fed = self._federated_base(tau)
+        group = self._balance_query
         if fed is None:
-            base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in)
+            base, norm = self._projection(t0_us / 1e6, t1_us / 1e6, mass_in, group)
             reported = None
         else:
             base, norm, reported = fed
         pol_query, pol_base = self.lane_query, base
-        if reported is not None and self._balance_query is not None:
+        if group is not None and reported is not None:
             pol_query, pol_base = self._merged_queries(base, reported)
+        elif group is not None:  # the local view: one base per fragment already (_projection)
+            pol_query = group[self.lane_query]
+            pol_base = np.zeros(int(group.max()) + 1)
+            pol_base[group] = base
         # an orphaned fragment's tuples are shed whatever the load (module docstring)
         offered = np.where(self._orphaned(tau)[self.lane_query], 0, count)
         capacity, cost, cap_tuples = self._capacity(offered)
@@ -1467,6 +1475,12 @@ class NodeController:
         gain = np.bincount(
             self.lane_query, weights=keep * backlog.tuple_sic, minlength=self.n_queries
         )
+        # a fragment's local queries share the base of the local view, so the gain too
+        gained = (
+            gain
+            if group is None or reported is not None
+            else np.bincount(group, weights=gain, minlength=int(group.max()) + 1)[group]
+        )
         if self.federation is not None:  # the node's own admissions, for its projection
             self.federation.record(
                 self.epoch_s + tau,
@@ -1508,7 +1522,7 @@ class NodeController:
                 overloaded=bool(self._overload is not None and self._overload.overloaded),
                 query_sic={n: float(measured[i]) for i, n in enumerate(self.query_names)},
                 query_sic_projected={
-                    n: float(base[i] + gain[i]) for i, n in enumerate(self.query_names)
+                    n: float(base[i] + gained[i]) for i, n in enumerate(self.query_names)
                 },
                 query_kept={
                     n: float(kept_q[i] / count_q[i]) if count_q[i] else 1.0
@@ -2006,7 +2020,11 @@ class NodeController:
         return [*ends, t1_us]
 
     def _projection(
-        self, decided_s: np.ndarray, until_s: np.ndarray, mass_in: np.ndarray
+        self,
+        decided_s: np.ndarray,
+        until_s: np.ndarray,
+        mass_in: np.ndarray,
+        group: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Every query's SIC over the STW ending at ``until_s`` before this decision, and the
         mass that normalises it (THEMIS §6 local projection, in source time).
@@ -2020,6 +2038,14 @@ class NodeController:
         do not read as gains), as are the tuple SICs the policy adds to it, so the policy
         balances the share of each query's SIC its results will carry.
 
+        With ``group`` (per local query, its federated query: ``_balance_query``) the local
+        queries of one query are one fragment (THEMIS Fig. 4, top: a node balances the SIC
+        its admissions give each of its fragments): its own sources and the rows its upstream
+        fragments sent are summed, and every one of them gets the fragment's base and norm.
+        Balanced apart, a fragment's link lane (a few rows carrying what upstream kept) would
+        reach its level at once and its sources would be balanced alone against the node's
+        other queries.
+
         Returns ``(base, norm)``: the projected SIC before this decision and the arrived mass
         of ``W`` (1 for a query with nothing arrived, so its tuples keep their stamps).
         """
@@ -2031,6 +2057,10 @@ class NodeController:
         else:
             kept = acc.mass("admitted", lo, decided_s)
         norm = acc.mass("arrived", lo, decided_s) + mass_in
+        if group is not None:
+            n = int(group.max()) + 1
+            kept = np.bincount(group, weights=kept, minlength=n)[group]
+            norm = np.bincount(group, weights=norm, minlength=n)[group]
         empty = norm <= 0
         norm = np.where(empty, 1.0, norm)
         return np.where(empty, 1.0, kept / norm), norm

@@ -689,6 +689,48 @@ def test_a_stale_coordinator_update_falls_back_to_the_local_view() -> None:
     assert view.counters()["fallbacks"] == 1
 
 
+def _fragment_with_link() -> list[PlanSpec]:
+    """A node hosting ``local`` (10 source tuples in the first second) and the root of
+    ``shared``: its own sources (``shared.root``, 10 tuples) and its link input
+    (``shared.root.in``, 2 rows from upstream, each carrying 0.2 of the query's SIC)."""
+    times = [list(np.arange(0.05, 1.0, 0.1))]
+    qs = (
+        PlanQuery(query_id=0, name="local", feed=ListFeed(times=times, values=[[0.0] * 10])),
+        PlanQuery(query_id=1, name="shared.root",
+                  feed=ListFeed(times=times, values=[[0.0] * 10])),
+        PlanQuery(query_id=2, name="shared.root.in",
+                  feed=ListFeed(times=[[0.2, 0.7]], values=[[0.0] * 2], sic=[[0.2, 0.2]])),
+    )  # fmt: skip
+    return [PlanSpec(name="avg", kind="avg", window_s=1.0, queries=qs)]
+
+
+def test_an_uncoordinated_node_balances_a_fragments_sources_and_link_as_one_query() -> None:
+    """THEMIS Fig. 4, top: each node balances the SIC its admissions give each of its
+    fragments. The root's two link rows carry 0.4 of the 0.65 that reached the fragment, so
+    the fragment already stands at 0.62 once they are kept and ``local`` takes most of the
+    capacity: 7 tuples (0.7), the 10th goes to the fragment's sources, then the lowest. Fails
+    when the link is balanced as a query of its own (the old rule): the root's sources then
+    count alone and get nearly ``local``'s share ([5, 4, 1])."""
+    from spillway.federation.view import CoordinatorView
+    from spillway.policies import make_policy
+    from spillway.quality.sic import StwConfig
+
+    view = CoordinatorView([0, 1, 1], StwConfig(stw_s=4.0, slide_s=1.0), stale_s=2.0,
+                           coordinated=False)  # fmt: skip
+    c = _controller(capacity=10, policy=make_policy("balance-sic", seed=0),
+                    plans=_fragment_with_link(), federation=view)  # fmt: skip
+    assert c.decide(1).keep.tolist() == [7, 1, 2]
+    rec = c.history()[-1]
+    # the fragment's two local queries report its one projected SIC: (2 x 0.2 + 0.025) / 0.65
+    assert rec.query_sic_projected["shared.root"] == pytest.approx(0.425 / 0.65)
+    assert rec.query_sic_projected["shared.root.in"] == pytest.approx(0.425 / 0.65)
+    assert rec.query_sic_projected["local"] == pytest.approx(0.7)
+    # without the federation view the three are balanced apart
+    alone = _controller(capacity=10, policy=make_policy("balance-sic", seed=0),
+                        plans=_fragment_with_link())  # fmt: skip
+    assert alone.decide(1).keep.tolist()[1] > 0
+
+
 def test_a_federation_view_must_fit_the_node() -> None:
     from spillway.federation.view import CoordinatorView
     from spillway.quality.sic import StwConfig
