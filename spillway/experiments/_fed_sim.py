@@ -1,4 +1,4 @@
-"""spark-federation's simulator check (issue 11): the Spark run's federation re-run by
+"""spark-federation's simulator check: the Spark run's federation re-run by
 :mod:`spillway.sim` at the capacities and input rates the Spark run measured.
 
 The claim: given what a Spark run measured, the simulator's per-query SIC is within
@@ -75,9 +75,9 @@ from spillway.quality import jain_index
 from spillway.reporting import markdown_table, num
 from spillway.sim import Deployment, FragmentSpec, QuerySpec, SimConfig, simulate
 
-#: Largest difference of a query's mean SIC, simulator against Spark (issue 11).
+#: Largest difference of a query's mean SIC, simulator against Spark.
 SIC_TOLERANCE = 0.05
-#: Largest difference of Jain over the queries' means, simulator against Spark (issue 11).
+#: Largest difference of Jain over the queries' means, simulator against Spark.
 JAIN_TOLERANCE = 0.02
 #: Simulated seconds before the measured part, at the capacities of its start: an STW and
 #: more, so the simulator's STW, coordinator and cost models have filled.

@@ -325,7 +325,7 @@ DEFAULT_COST_MODEL = CostModelConfig(warmup_batches=2)
 #: select_kept`: 10-30 ns a tuple measured on 24,000-300,000 tuples), a log's shed records are
 #: never fetched. The default prior (5 µs, a log record fetched for its key) let the fit take a
 #: batch's fixed cost as per-arrived: an overloaded node's arrivals barely vary, so the data
-#: cannot tell the two apart and the wider prior gets it. Issue 11: node c of spark-federation
+#: cannot tell the two apart and the wider prior gets it. Node c of spark-federation
 #: fitted 1.85 µs an arrival (0.55 s an interval) and kept nothing for 50 s.
 HASHED_ARRIVED_STD_S = 2e-7
 

@@ -1,4 +1,4 @@
-"""Single-node validation (issue 12 item 4): the load managers on the queue model.
+"""Single-node validation: the load managers on the queue model.
 
 The true capacity falls from 0.99 to 0.66 at 100 s, as a background job would make it. Pham's
 claims, checked on the model (spillway.control.validation): the adaptive managers, untuned,

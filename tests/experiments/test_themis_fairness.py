@@ -42,7 +42,7 @@ def test_step_config_is_the_complex_workload():
 
 
 def test_the_capacity_is_measured_by_default_and_fixed_as_a_labelled_option():
-    # measured by default (issue 13: overload relative to the capacity the node measured)
+    # measured by default (overload relative to the capacity the node measured)
     assert nf.make_config(quick=False).capacity_tuples_per_s is None
     assert nf.make_config(quick=True).capacity_tuples_per_s is None
     # the labelled fixed option: the paper's rates reach 0.1 at the top step

@@ -1,4 +1,4 @@
-"""kafka-overload's ``trips`` join under shedding (issue 10): a stream-stream join of two topics
+"""kafka-overload's ``trips`` join under shedding: a stream-stream join of two topics
 keeps join rows when the node keeps about half of its input.
 
 The topics are filled before the node starts, with record timestamps over 3 s from a fixed

@@ -996,7 +996,7 @@ def test_processed_counts_the_last_batch_the_listener_saw_finish():
 
 
 def test_a_batch_that_kept_nothing_teaches_the_fixed_cost_not_a_per_arrived_one():
-    # Node c of spark-federation (issue 11): 300,000 arrivals an interval, every lane shed
+    # Node c of spark-federation: 300,000 arrivals an interval, every lane shed
     # whole, each batch 0.8 s (its fixed cost: two sources and a Kafka link). The arrivals do
     # not vary, so only the prior splits that 0.8 s: the default one put 1.85e-6 s on each
     # arrival (0.55 s an interval, where select_kept's hash costs 10-30 ns a tuple), the
@@ -1019,7 +1019,7 @@ def test_a_batch_that_kept_nothing_teaches_the_fixed_cost_not_a_per_arrived_one(
 
 
 def test_a_fragments_sources_and_its_link_input_are_one_query_to_balance_sic() -> None:
-    """Node c of spark-federation (issue 11) hosts local-c and shared's root, whose sources
+    """Node c of spark-federation hosts local-c and shared's root, whose sources
     and link input are two local queries of one federated query. Balanced as two, each rose
     only with its own admissions: at shared's turn the sources' tuples (1/60,000 of its SIC
     each) were taken while the link rows (1/60 each, what the leaves kept) waited above them,
