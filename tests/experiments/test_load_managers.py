@@ -10,9 +10,9 @@ from spillway.errors import ConfigError
 from spillway.experiments import load_managers as lm
 
 
-def _measured(scheme, rt_before, rt_after, kept=0.5, h=None):
+def _measured(scheme, rt_before, rt_after, kept=0.5, h=None, load=1.9):
     recs = [
-        {"t": float(t), "processed": 100, "capacity": 0.8,
+        {"t": float(t), "processed": 100, "capacity": 0.8, "load": load,
          "response_time_s": rt_before if t < 25 else rt_after}
         for t in range(0, 50)
     ]  # fmt: skip
@@ -33,10 +33,15 @@ def test_config_errors():
 
 def test_report_from_measured_records(tmp_path):
     cfg = lm.make_config(quick=True)
-    measured = [_measured("aurora", 1.0, 3.0, h=0.8), _measured("ctrl", 1.0, 2.5, h=0.8),
-                _measured("ctrl", 2.5, 4.0, h=0.96), _measured("seamless", 1.0, 2.1),
-                _measured("aloma", 1.0, 2.05)]  # fmt: skip
-    s = lm.EXPERIMENT.write(cfg, measured, tmp_path)
+    runs = [_measured("aurora", 1.0, 3.0, h=0.8), _measured("ctrl", 1.0, 2.5, h=0.8),
+            _measured("ctrl", 2.5, 4.0, h=0.96), _measured("seamless", 1.0, 2.1),
+            _measured("aloma", 1.0, 2.05)]  # fmt: skip
+    tried = [{"round": 1, "rate_tuples_per_s": 5e5, "load_median": 0.8, "calibrated": True,
+              "confirmed": False},
+             {"round": 2, "rate_tuples_per_s": 1.25e6, "load_median": 1.9, "calibrated": False,
+              "confirmed": True}]  # fmt: skip
+    s = lm.EXPERIMENT.write(cfg, {"rate_runs": tried, "runs": runs}, tmp_path)
+    assert s["rate_confirmed"] and s["rate_runs"][1]["load_median"] == 1.9
     runs = {lm.label(r): r for r in s["runs"]}
     assert list(runs) == ["aurora H 0.8 (tuned)", "ctrl H 0.8 (tuned)", "ctrl H 0.96 (+20 %)",
                           "seamless", "aloma"]  # fmt: skip
@@ -47,18 +52,20 @@ def test_report_from_measured_records(tmp_path):
     assert runs["aloma"]["delay_violation_mean_s"] == pytest.approx(0.03125, rel=1e-3)
     assert runs["aloma"]["loss"] == pytest.approx(0.5)
     assert runs["aloma"]["response_min_s"] == 1.0
+    assert runs["aloma"]["load_median_before"] == 1.9
     verdicts = {c["name"]: c["verdict"] for c in s["checks"]}
     assert verdicts == {
+        "every_run_overloaded": "pass",
         "aloma_violation_le_0.1D": "pass",
         "seamless_violation_le_0.1D": "pass",
         "ctrl_wrong_h_violates_more_than_aloma": "pass",
         "ctrl_wrong_h_violates_more_than_tuned": "pass",
         "aurora_tuned_h_misses_d": "pass",
         "aurora_violation_grows_with_h": "not applicable",
-        "every_scheme_sheds_under_overload": "not applicable",
     }
     assert json.loads((tmp_path / "summary.json").read_text())["runs"][0]["workload"] == "flat"
     assert (tmp_path / "delay_violation.png").exists() and (tmp_path / "report.md").exists()
+    assert "Finding the rate" in (tmp_path / "report.md").read_text()
     trace = (tmp_path / "intervals.csv").read_text().splitlines()
     assert len(trace) == 1 + 5 * 50 and trace[0].startswith("scheme,settings,t,")
 
@@ -69,3 +76,39 @@ def test_full_runs_sweep_aurora_and_ctrl():
     assert [h for m, h in hs if m == "aurora"] == [0.5, 0.6, 0.7, 0.8, 0.9]
     assert [h for m, h in hs if m == "ctrl"] == [0.64, 0.76, 0.8, 0.84, 0.96]
     assert cfg.target_s == 2.0 and cfg.duration_s == 200.0
+
+
+def test_a_node_that_was_not_overloaded_tests_no_claim(tmp_path):
+    """The paper-shaped run of 2026-11-28: at twice one calibration round's capacity every run
+    measured a load under 1 and no response time reached D, so the violations compared zeros."""
+    cfg = lm.make_config(quick=True)
+    runs = [_measured("aurora", 1.2, 1.3, h=0.8, load=0.93), _measured("ctrl", 1.2, 1.3, h=0.8),
+            _measured("ctrl", 1.2, 1.3, h=0.96, load=0.95), _measured("seamless", 1.2, 1.3),
+            _measured("aloma", 1.2, 1.3, load=0.82)]  # fmt: skip
+    tried = [{"round": 1, "rate_tuples_per_s": 1e6, "load_median": 0.8, "calibrated": True,
+              "confirmed": False}]  # fmt: skip
+    s = lm.EXPERIMENT.write(cfg, {"rate_runs": tried, "runs": runs}, tmp_path)
+    assert not s["rate_confirmed"]
+    verdicts = {c["name"]: c["verdict"] for c in s["checks"]}
+    assert verdicts["every_run_overloaded"] == "fail"
+    for name in (
+        "aloma_violation_le_0.1D",
+        "ctrl_wrong_h_violates_more_than_aloma",
+        "ctrl_wrong_h_violates_more_than_tuned",
+        "aurora_tuned_h_misses_d",
+    ):
+        assert verdicts[name] == "not applicable", name
+    assert verdicts["seamless_violation_le_0.1D"] == "pass"  # its load was 1.9
+
+
+def test_the_rate_is_rescaled_until_the_load_is_confirmed():
+    rate, ok, loads = 5e5, False, []
+    for _ in range(5):  # a node whose true capacity is 1.5 M tuples/s and a 0.05 s overhead
+        load = 0.05 + rate / 1.5e6
+        loads.append(load)
+        rate, ok = lm.rate_step(rate, load, 2.0, 0.2)
+        if ok:
+            break
+    assert ok and len(loads) == 2 and loads[-1] == pytest.approx(2.0, abs=0.4)
+    with pytest.raises(ConfigError, match="rate_runs must be"):
+        lm.LoadManagersConfig(rate_runs=0)
