@@ -21,8 +21,9 @@ untuned. ``D`` is stated in trigger intervals: 4 intervals of 0.5 s, Pham's D = 
 The arrival rate is found before the schemes run, and confirmed (:func:`find_rate`): a node
 calibrates its capacity (its overload calibration, nothing shed), then rate runs of Aurora at
 the tuned ``H``, without the background job, measure the load those arrivals put on the node
-(executor seconds per second from its fitted cost model); the rate is rescaled until the
-measured load is ``overload`` within ``rate_tolerance`` (:func:`rate_step`). One calibration
+(executor seconds per second from its fitted cost model); the rate is moved along the line
+through the last two (rate, load) points until the measured load is ``overload`` within
+``rate_tolerance`` (:func:`rate_step`). One calibration
 round is not enough on this machine: a paper-shaped run at twice the calibrated capacity
 measured a load of only 0.71-0.95 in every run (the JVM speeds up after the calibration), so
 nothing was overloaded and every claim compared zeros. Each run then reports its own median
@@ -205,7 +206,7 @@ def make_config(quick: bool = False, seed: int = 0) -> LoadManagersConfig:
     if quick:
         return LoadManagersConfig(
             duration_s=50.0, warmup_s=10.0, background_start_s=25.0, background_period_s=5.0,
-            rate_runs=2, rate_run_s=30.0, seed=seed, schemes=sweep_schemes(0.8, (1.0,), (1.0, 1.2)),
+            rate_runs=3, rate_run_s=30.0, seed=seed, schemes=sweep_schemes(0.8, (1.0,), (1.0, 1.2)),
         )  # fmt: skip
     return LoadManagersConfig(seed=seed, schemes=sweep_schemes(0.8, AURORA_SWEEP, CTRL_SWEEP))
 
@@ -221,24 +222,37 @@ def median_load(records: Sequence[Mapping[str, Any]], start_s: float, end_s: flo
     return statistics.median(loads) if loads else math.nan
 
 
-def rate_step(rate: float, load: float, overload: float, tolerance: float) -> tuple[float, bool]:
-    """The next rate run's arrival rate, and whether ``rate`` is confirmed: a rate run at
-    ``rate`` measured the median ``load``; the load is taken as proportional to the rate.
+def rate_step(
+    tried: Sequence[tuple[float, float]], overload: float, tolerance: float
+) -> tuple[float, bool]:
+    """The next rate run's arrival rate, and whether the last rate is confirmed, from the rate
+    runs so far (``(rate, median load)`` each, in order). The load is taken as linear in the
+    rate (a batch's fixed overhead plus a cost per tuple): through the last two runs, or
+    through the origin after one run; a step is held within a factor of 4.
 
-    >>> rate_step(1e6, 0.8, 2.0, 0.2)                 # a quarter of the load wanted
+    >>> rate_step([(1e6, 0.8)], 2.0, 0.2)                  # proportional after one run
     (2500000.0, False)
-    >>> rate_step(1e6, 2.3, 2.0, 0.2)                 # within 20 % of 2: confirmed
-    (1000000.0, True)
-    >>> rate_step(1e6, float("nan"), 2.0, 0.2)
+    >>> rate_step([(1e6, 1.0), (2e6, 1.5)], 2.0, 0.2)      # the line through both: 3 M
+    (3000000.0, False)
+    >>> rate_step([(1e6, 0.8), (2.5e6, 2.3)], 2.0, 0.2)    # within 20 % of 2: confirmed
+    (2500000.0, True)
+    >>> rate_step([(1e6, float("nan"))], 2.0, 0.2)
     Traceback (most recent call last):
     ...
     spillway.errors.SpillwayError: a rate run at 1e+06 tuples/s measured no load
     """
+    rate, load = tried[-1]
     if not (math.isfinite(load) and load > 0):
         raise SpillwayError(f"a rate run at {rate:g} tuples/s measured no load")
     if abs(load / overload - 1.0) <= tolerance:
         return rate, True
-    return rate * overload / load, False
+    slope = load / rate
+    if len(tried) > 1 and tried[-2][0] != rate:
+        r0, l0 = tried[-2]
+        if (load - l0) / (rate - r0) > 0:
+            slope = (load - l0) / (rate - r0)
+    nxt = rate + (overload - load) / slope
+    return min(max(nxt, rate / 4), rate * 4), False
 
 
 def _run_node(
@@ -277,12 +291,14 @@ def find_rate(config: LoadManagersConfig, spark: Any) -> tuple[float, list[dict[
     """
     cfg = config.node("aurora", {"capacity": config.tuned_h})
     tried: list[dict[str, Any]] = []
+    points: list[tuple[float, float]] = []
     rate: float | None = None
     for i in range(config.rate_runs):
         m = _run_node(config, cfg if rate is None else at_rate(cfg, rate), spark,
                       config.rate_run_s, background=False)  # fmt: skip
         load = median_load(m["records"], config.rate_warmup_s, math.inf)
-        nxt, ok = rate_step(m["rate"], load, config.overload, config.rate_tolerance)
+        points.append((m["rate"], load))
+        nxt, ok = rate_step(points, config.overload, config.rate_tolerance)
         tried.append({"round": i + 1, "rate_tuples_per_s": m["rate"], "load_median": load,
                       "calibrated": rate is None, "confirmed": ok})  # fmt: skip
         report(f"load-managers: rate run {i + 1} at {m['rate']:,.0f} tuples/s measured a load "

@@ -810,6 +810,16 @@ def _unseen_per_query(
     return out
 
 
+def fragment_sums(values: np.ndarray, group: np.ndarray) -> np.ndarray:
+    """Per local query, ``values`` summed over the local queries of its fragment (``group``:
+    per local query, its federated query, as ``NodeController._balance_query``).
+
+    >>> fragment_sums(np.array([1.0, 2.0, 4.0]), np.array([0, 1, 0])).tolist()
+    [5.0, 2.0, 5.0]
+    """
+    return np.bincount(group, weights=values, minlength=int(group.max()) + 1)[group]
+
+
 class NodeController:
     """The driver-side shedding controller of one node (see the module docstring).
 
@@ -1476,11 +1486,7 @@ class NodeController:
             self.lane_query, weights=keep * backlog.tuple_sic, minlength=self.n_queries
         )
         # a fragment's local queries share the base of the local view, so the gain too
-        gained = (
-            gain
-            if group is None or reported is not None
-            else np.bincount(group, weights=gain, minlength=int(group.max()) + 1)[group]
-        )
+        gained = gain if group is None or reported is not None else fragment_sums(gain, group)
         if self.federation is not None:  # the node's own admissions, for its projection
             self.federation.record(
                 self.epoch_s + tau,
@@ -2058,9 +2064,7 @@ class NodeController:
             kept = acc.mass("admitted", lo, decided_s)
         norm = acc.mass("arrived", lo, decided_s) + mass_in
         if group is not None:
-            n = int(group.max()) + 1
-            kept = np.bincount(group, weights=kept, minlength=n)[group]
-            norm = np.bincount(group, weights=norm, minlength=n)[group]
+            kept, norm = fragment_sums(kept, group), fragment_sums(norm, group)
         empty = norm <= 0
         norm = np.where(empty, 1.0, norm)
         return np.where(empty, 1.0, kept / norm), norm

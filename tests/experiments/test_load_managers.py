@@ -102,13 +102,15 @@ def test_a_node_that_was_not_overloaded_tests_no_claim(tmp_path):
 
 
 def test_the_rate_is_rescaled_until_the_load_is_confirmed():
-    rate, ok, loads = 5e5, False, []
-    for _ in range(5):  # a node whose true capacity is 1.5 M tuples/s and a 0.05 s overhead
-        load = 0.05 + rate / 1.5e6
-        loads.append(load)
-        rate, ok = lm.rate_step(rate, load, 2.0, 0.2)
+    # a node whose true capacity is 1.5 M tuples/s with a fixed 0.4 s of overhead per second:
+    # proportional rescaling alone would stop short (0.4 + r / 1.5e6 is not proportional to r)
+    points: list[tuple[float, float]] = []
+    rate, ok = 6e5, False
+    for _ in range(5):
+        points.append((rate, 0.4 + rate / 1.5e6))
+        rate, ok = lm.rate_step(points, 2.0, 0.1)
         if ok:
             break
-    assert ok and len(loads) == 2 and loads[-1] == pytest.approx(2.0, abs=0.4)
+    assert ok and len(points) == 3 and points[-1][1] == pytest.approx(2.0, abs=0.2)
     with pytest.raises(ConfigError, match="rate_runs must be"):
         lm.LoadManagersConfig(rate_runs=0)
