@@ -180,8 +180,12 @@ def _page_values(page: Any) -> dict[str, Any]:
 def _same_moment(
     run: LiveRun, page: Any, read: Callable[[Any], dict[str, Any]]
 ) -> tuple[dict[str, Any], dict[str, Any]]:
-    """What the page shows (``read(page)``) and the node's state at the same snapshot time."""
-    for _ in range(40):
+    """What the page shows (``read(page)``) and the node's state at the same snapshot time.
+
+    Tried for up to 30 s: the page gets each snapshot a moment after the node's state has it,
+    and on a loaded machine 40 tries in a row (about 6 s) once all fell in that moment."""
+    deadline = time.monotonic() + 30.0
+    while time.monotonic() < deadline:
         before = read(page)
         state = _api(run)
         after = read(page)
