@@ -8,10 +8,11 @@ hand-tuned, CTRL with a wrong ``H`` falls behind.
 
 Here every scheme runs one spillway node on Spark (:class:`~spillway.spark.node.Node` with
 ``load_manager`` set, :mod:`spillway.spark.load_control`): the same queries, the same arrival
-rate and the same background job (:mod:`spillway.feeds.background`, from ``background_start_s`` into the run,
-Pham's on/off patterns of 10/5/2/1 s, or one period of ``background_period_s`` in quick runs).
-``tuned_h`` is the headroom correct before the background job (the load is measured as
-predicted executor seconds per second, so batches that fill ``H`` of each interval keep up).
+rate and the same background job (:mod:`spillway.feeds.background`, from
+``background_start_s`` into the run, Pham's on/off patterns of 10/5/2/1 s, or one period of
+``background_period_s`` in quick runs). ``tuned_h`` is the headroom correct before the
+background job (the load is measured as predicted executor seconds per second, so batches that
+fill ``H`` of each interval keep up).
 Full runs sweep Aurora's ``H`` (0.625 to 1.125 times the tuned one) and run CTRL at the tuned
 ``H`` and 5 % and 20 % off either way (Pham Tables 1-2); quick runs keep Aurora at the tuned
 ``H`` and CTRL tuned and 20 % high. SEaMLeSS and ALoMa start from Pham's ``H0 = 0.8``
@@ -23,10 +24,10 @@ calibrates its capacity (its overload calibration, nothing shed), then rate runs
 the tuned ``H``, without the background job, measure the load those arrivals put on the node
 (executor seconds per second from its fitted cost model); the rate is moved along the line
 through the last two (rate, load) points until the measured load is ``overload`` within
-``rate_tolerance`` (:func:`rate_step`). One calibration
-round is not enough on this machine: a paper-shaped run at twice the calibrated capacity
-measured a load of only 0.71-0.95 in every run (the JVM speeds up after the calibration), so
-nothing was overloaded and every claim compared zeros. Each run then reports its own median
+``rate_tolerance`` (:func:`rate_step`). One calibration round is not enough on this machine:
+a paper-shaped run at twice the calibrated capacity measured a load of only 0.71-0.95 in every
+run (the JVM speeds up after the calibration), so nothing was overloaded and every claim
+compared zeros. Each run then reports its own median
 load before the background job (``load_median_before``): Pham's claims presuppose an
 overloaded node, and a claim whose runs were not overloaded (load at most 1) is "not
 applicable".
@@ -297,14 +298,13 @@ def find_rate(config: LoadManagersConfig, spark: Any) -> tuple[float, list[dict[
     """
     cfg = config.node("aurora", {"capacity": config.tuned_h})
     tried: list[dict[str, Any]] = []
-    points: list[tuple[float, float]] = []
     rate: float | None = None
     for i in range(config.rate_runs):
         m = _run_node(config, cfg if rate is None else at_rate(cfg, rate), spark,
                       config.rate_run_s, background=False)  # fmt: skip
         load = median_load(m["records"], config.rate_warmup_s, math.inf)
-        points.append((m["rate"], load))
-        nxt, ok = rate_step(points, config.overload, config.rate_tolerance)
+        points = [(r["rate_tuples_per_s"], r["load_median"]) for r in tried]
+        nxt, ok = rate_step([*points, (m["rate"], load)], config.overload, config.rate_tolerance)
         tried.append({"round": i + 1, "rate_tuples_per_s": m["rate"], "load_median": load,
                       "calibrated": rate is None, "confirmed": ok})  # fmt: skip
         report(f"load-managers: rate run {i + 1} at {m['rate']:,.0f} tuples/s measured a load "
