@@ -8,6 +8,12 @@ Tu et al. (VLDB 2006) as Pham describes and reproduces it (§3.3.1, §4.3.2.2):
   (Pham Fig. 11: it sheds 0 % and falls 41 s behind on QN-complex). Do not "fix" it;
 - the *delay model* ``y = (c / H) · q`` (Pham Eq. 3.3), ``c`` the mean CPU-seconds per tuple
   (``L·T / arrived`` of the last interval) and ``H`` the headroom factor, fixed and tuned by hand;
+- arrivals no decision has seen yet (``IntervalStats.undecided``: a Spark node decides the
+  arrivals of the interval that just ended) count in ``y`` at the shedding in effect, the share
+  the last decision kept, as they would have passed Tu's shedder at the source. The queue keeps
+  them at full count until their drops are reported. Counted in full they held one interval's
+  arrivals at the overload's size: on Spark ``y`` never fell under ``D`` and CTRL shed its
+  ``max_drop`` (99 %) with the response time half the target (docs/design.md, decisions);
 - the controller (:mod:`~spillway.control.delay_control`, Eq. 4.3 in tuple units) gives ``u``,
   the tuples that may be added to the queue next period; ``v = u + H·T / c`` tuples may be
   admitted, the rest of the expected arrivals (the last interval's count) is dropped.
@@ -24,6 +30,11 @@ Examples
 >>> state, d = step(cfg, state, s)
 >>> state.queue, round(d.estimated_delay_s, 3)     # y = c·q/H = 0.002 · 400
 (400.0, 0.8)
+>>> # the runtime decides the 500 arrivals after they came: with half shed in effect, 250 count
+>>> s = IntervalStats(interval_s=0.5, load=2.0, arrived=500, undecided=500, outputs=100)
+>>> state, d = step(cfg, replace(state, queue=0.0, drop=0.5), s)
+>>> state.queue, round(d.estimated_delay_s, 3)     # y = 0.002 · (400 − 0.5 · 500)
+(400.0, 0.3)
 
 References
 ----------
@@ -78,7 +89,8 @@ class CtrlState:
     Parameters
     ----------
     capacity : the headroom factor in use (the config's, unless the class scheduler rescaled it).
-    queue : the virtual queue (tuples).
+    queue : the virtual queue (tuples), undecided arrivals at full count.
+    drop : the drop fraction in effect (the last decision's).
     cost_s : the last known CPU-seconds per tuple (None before any arrival).
     error : the previous ``e = y − D`` (s).
     output : the previous realised controller output ``u`` (tuples).
@@ -86,6 +98,7 @@ class CtrlState:
 
     capacity: float
     queue: float = 0.0
+    drop: float = 0.0
     cost_s: float | None = None
     error: float = 0.0
     output: float = 0.0
@@ -104,7 +117,8 @@ def step(config: CtrlConfig, state: CtrlState, stats: IntervalStats) -> StepResu
     if cost is None:  # nothing has arrived yet: nothing to control
         new = replace(state, queue=queue)
         return StepResult(new, LoadDecision(drop=0.0, load=stats.load, capacity=h))
-    delay = cost * queue / h  # Eq. 3.3
+    seen = max(0.0, queue - state.drop * stats.undecided)  # undecided: at the drop in effect
+    delay = cost * seen / h  # Eq. 3.3
     error = delay - config.target_s
     a, b0, b1 = gains_for_pole(config.pole)
     # Eq. 4.3 in tuples: the headroom term H/c turns seconds of delay into tuples
@@ -113,7 +127,7 @@ def step(config: CtrlConfig, state: CtrlState, stats: IntervalStats) -> StepResu
     admit = u + h * stats.interval_s / cost
     drop = 0.0 if expected <= 0 else min(max(1.0 - admit / expected, 0.0), config.max_drop)
     realised = expected * (1.0 - drop) - h * stats.interval_s / cost
-    new = CtrlState(capacity=h, queue=queue, cost_s=cost, error=error, output=realised)
+    new = CtrlState(capacity=h, queue=queue, drop=drop, cost_s=cost, error=error, output=realised)
     decision = LoadDecision(drop=drop, load=stats.load, capacity=h, estimated_delay_s=delay)
     return StepResult(new, decision)
 

@@ -99,6 +99,11 @@ class IntervalStats:
     processed : input tuples whose processing completed in the interval.
     outputs : result tuples produced in the interval, all queries together (a shared operator
         or a join may give more than one per input tuple; CTRL's virtual queue counts them).
+    undecided : tuples among ``arrived`` that no shedding decision has seen yet: a runtime that
+        decides the arrivals of the interval that just ended (a Spark node decides each
+        micro-batch's arrivals when it plans it) sheds them at this step's drop and reports
+        them in the next interval's ``dropped``; 0 where the shedder sits at the arrival (the
+        queue model). CTRL counts them at the shedding in effect, as ``queued_load`` does.
     queued_load : CPU-seconds of work waiting at the end of the interval (SEaMLeSS's queued
         load, Pham Eq. 4.1), tuples that arrived but were not yet read included, after the
         shedding in effect (a tuple the shedder will drop is not work waiting).
@@ -112,6 +117,7 @@ class IntervalStats:
     dropped: int = 0
     processed: int = 0
     outputs: int = 0
+    undecided: int = 0
     queued_load: float = 0.0
     response_time_s: float | None = None
 
@@ -119,8 +125,13 @@ class IntervalStats:
         check_number("IntervalStats.interval_s", self.interval_s, low=0, low_ok=False)
         check_number("IntervalStats.load", self.load, low=0)
         check_number("IntervalStats.queued_load", self.queued_load, low=0)
-        for name in ("arrived", "dropped", "processed", "outputs"):
+        for name in ("arrived", "dropped", "processed", "outputs", "undecided"):
             check_count(f"IntervalStats.{name}", getattr(self, name))
+        if self.undecided > self.arrived:
+            raise ConfigError(
+                f"IntervalStats.undecided ({self.undecided}) counts tuples among arrived "
+                f"({self.arrived}): it cannot be more"
+            )
         if self.response_time_s is not None:
             check_number("IntervalStats.response_time_s", self.response_time_s, low=0)
 
@@ -172,6 +183,7 @@ def combine_stats(stats: Sequence[IntervalStats]) -> IntervalStats:
         dropped=sum(s.dropped for s in stats),
         processed=sum(s.processed for s in stats),
         outputs=sum(s.outputs for s in stats),
+        undecided=sum(s.undecided for s in stats),
         queued_load=math.fsum(s.queued_load for s in stats),
         response_time_s=rt,
     )

@@ -406,6 +406,7 @@ class ClassControl:
                     dropped=self._dropped_iv[c],
                     processed=self._rows[c],
                     outputs=self._rows[c],
+                    undecided=int(arrived[c]),  # decided after they came (load_control)
                     queued_load=max(float(queued_loads[c]), 0.0),
                     response_time_s=rt,
                 )
@@ -457,6 +458,7 @@ class ClassControl:
             dropped=sum(s.dropped for s in stats),
             processed=sum(s.processed for s in stats),
             outputs=sum(s.outputs for s in stats),
+            undecided=sum(s.undecided for s in stats),
             queued_load=sum(s.queued_load for s in stats),
             response_time_s=sum(r * p for r, p in timed) / rows if rows else None,
         )

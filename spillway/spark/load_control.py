@@ -19,6 +19,8 @@ What is measured, per interval ``T`` (one trigger interval times the batch span)
   batch finished minus the mean arrival time of its rows, weighted by rows. The mean arrival
   time of a decision's rows is the midpoint of the arrival span it covered (the feeds' rates
   are constant within an interval);
+- ``undecided``: every one of those arrivals: the node decides them after they came, at the
+  drop this step returns (CTRL counts them in its virtual queue at the drop in effect);
 - ``queued_load`` (SEaMLeSS Eq. 4.1): CPU-seconds waiting: the admitted tuples not yet
   processed plus the interval's arrivals after the shedding in effect (the kept share of the
   last decision: Pham's AQSIOS sheds in the source operators, so unread tuples are read
@@ -154,6 +156,7 @@ class LoadControl:
             dropped=self._dropped,
             processed=self._rows,
             outputs=self._rows,
+            undecided=int(arrived),  # the node decides the interval's arrivals after they came
             queued_load=max(queued_load, 0.0),
             response_time_s=rt,
         )

@@ -34,6 +34,52 @@ def test_no_arrival_yet_means_no_decision():
     assert d.drop == 0.0 and state.cost_s is None
 
 
+def _decided_after_arrival(*, report_undecided: bool, intervals: int = 120) -> tuple[float, float]:
+    """A node that decides each interval's arrivals after they came, as a Spark node plans a
+    micro-batch: T = 1 s, one CPU, 1/280 s a tuple, load 2, D = 1.5 s, the right H. Returns
+    the mean drop and the mean backlog (s) over the second half."""
+    cost, arrived, capacity = 1 / 280, 560, 280
+    cfg = CtrlConfig(capacity=1.0, target_s=1.5)
+    state = initial_state(cfg)
+    backlog = dropped = processed = 0
+    drops, backlogs = [], []
+    for _ in range(intervals):
+        s = IntervalStats(
+            interval_s=1.0,
+            load=arrived * cost,
+            arrived=arrived,
+            undecided=arrived if report_undecided else 0,
+            dropped=dropped,
+            processed=processed,
+            outputs=processed,
+        )
+        state, d = step(cfg, state, s)
+        dropped = round(d.drop * arrived)
+        backlog += arrived - dropped
+        processed = min(backlog, capacity)
+        backlog -= processed
+        drops.append(d.drop)
+        backlogs.append(backlog * cost)
+    half = intervals // 2
+    return sum(drops[half:]) / half, sum(backlogs[half:]) / half
+
+
+def test_arrivals_decided_after_they_came_count_at_the_shedding_in_effect():
+    """Counted in full, one interval's arrivals (2 s of work at load 2) keep the delay model
+    over D = 1.5 s whatever is shed: CTRL sheds its maximum. At the drop in effect it sheds
+    the overload, half, and holds the backlog under D."""
+    drop, backlog_s = _decided_after_arrival(report_undecided=True)
+    assert drop == pytest.approx(0.5, abs=0.03)
+    assert 0.0 < backlog_s < 1.5
+    drop, _ = _decided_after_arrival(report_undecided=False)
+    assert drop == pytest.approx(CtrlConfig().max_drop)
+
+
+def test_undecided_tuples_are_among_the_arrived():
+    with pytest.raises(ConfigError, match=r"undecided \(5\) counts tuples among arrived \(4\)"):
+        IntervalStats(interval_s=1.0, load=1.0, arrived=4, undecided=5)
+
+
 def test_right_headroom_holds_the_target():
     """Pham Table 2: with the hand-tuned H (here the true 0.99) CTRL meets D."""
     run = run_one(sc_node(after=0.99), "ctrl", 200.0, capacity=0.99)
