@@ -118,7 +118,12 @@ import numpy as np
 
 from spillway.control import classes
 from spillway.control.dilos import DilosConfig, original_shares
-from spillway.control.load_manager import LoadManagerConfig, check_count, check_number
+from spillway.control.load_manager import (
+    LoadManagerConfig,
+    check_count,
+    check_number,
+    combine_stats,
+)
 from spillway.errors import ConfigError
 from spillway.spark.load_control import LoadControlConfig
 from spillway.status import ClassStatus
@@ -449,19 +454,7 @@ class ClassControl:
                 drops=(0.0,) * n, shares=shares, capacities=(math.nan,) * n,
                 usage=(math.nan,) * n, redistributed=False, decisions=(),
             )  # fmt: skip
-        timed = [(s.response_time_s, s.processed) for s in stats if s.response_time_s is not None]
-        rows = sum(p for _, p in timed)
-        total = classes.IntervalStats(
-            interval_s=stats[0].interval_s,
-            load=sum(s.load for s in stats),
-            arrived=sum(s.arrived for s in stats),
-            dropped=sum(s.dropped for s in stats),
-            processed=sum(s.processed for s in stats),
-            outputs=sum(s.outputs for s in stats),
-            undecided=sum(s.undecided for s in stats),
-            queued_load=sum(s.queued_load for s in stats),
-            response_time_s=sum(r * p for r, p in timed) / rows if rows else None,
-        )
+        total = combine_stats(stats)  # Pham's common load manager sees the summed statistics
         self._state, d = classes.step(self._cfg, self._state, [total])
         return classes.ClassesDecision(
             drops=d.drops * n, shares=shares, capacities=d.capacities * n, usage=d.usage * n,
