@@ -187,3 +187,25 @@ def test_the_queued_load_counts_the_arrivals_after_the_shedding_in_effect():
     assert rec["load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100)  # 0.9: all of it
     assert rec["queued_load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100 * kept)
     assert rec["queued_load"] == pytest.approx(0.788)
+
+
+def test_ctrl_counts_the_arrivals_it_has_not_decided_at_the_drop_in_effect():
+    # A node decides an interval's arrivals after they came: every one of them is undecided
+    # when the manager steps. CTRL's delay model counts them at the drop in effect (they
+    # would have passed Tu's shedder at the source), its queue at full count until their drops
+    # are reported. Counted in full, one interval's arrivals kept c·q/H at L·T/H (here 2 s,
+    # the target D): it never fell below D and CTRL shed its maximum.
+    lc = LoadControl(
+        LoadControlConfig(manager="ctrl", target_intervals=4, settings={"capacity": 1.0}),
+        trigger_s=0.5,
+    )
+    d1 = lc.decide(t=1.0, interval_s=1.0, load=2.0, arrived=1000, queued_load=0.0)
+    assert d1.estimated_delay_s == pytest.approx(2.0)  # nothing shed yet: all 1,000 count
+    assert 0.0 < d1.drop < 1.0
+    lc.note_dropped(round(d1.drop * 1000))
+    lc.observe(rows=300, response_s=1.0)
+    d2 = lc.decide(t=2.0, interval_s=1.0, load=2.0, arrived=1000, queued_load=0.0)
+    queue = 1000 + 1000 - 300 - round(d1.drop * 1000)  # the virtual queue, in tuples
+    seen = queue - d1.drop * 1000  # the new arrivals at the drop in effect
+    assert d2.estimated_delay_s == pytest.approx(0.002 * seen)  # c·q/H, c = L·T / arrived
+    assert d2.estimated_delay_s < 0.002 * queue
