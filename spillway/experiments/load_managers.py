@@ -323,10 +323,12 @@ def measure(config: LoadManagersConfig) -> dict[str, Any]:
     try:
         rate, tried = find_rate(config, spark)
         runs = []
-        for manager, settings in config.schemes:
+        for i, (manager, settings) in enumerate(config.schemes):
             cfg = at_rate(config.node(manager, settings), rate)
             m = _run_node(config, cfg, spark, config.duration_s, background=True)
             runs.append({"scheme": manager, "settings": dict(settings), **m})
+            name = label({"scheme": manager, **h_setting(config, settings)})
+            report(f"load-managers: run {i + 1} of {len(config.schemes)} ({name}) done")
     finally:
         spark.stop()
     return {"rate_runs": tried, "runs": runs}
