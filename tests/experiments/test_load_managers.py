@@ -114,3 +114,32 @@ def test_the_rate_is_rescaled_until_the_load_is_confirmed():
     assert ok and len(points) == 3 and points[-1][1] == pytest.approx(2.0, abs=0.2)
     with pytest.raises(ConfigError, match="rate_runs must be"):
         lm.LoadManagersConfig(rate_runs=0)
+
+
+def test_measure_runs_every_scheme_at_the_rate_found_and_says_so(monkeypatch):
+    """The plumbing of measure (Spark replaced): every scheme runs once, with the background
+    job, at the rate find_rate returned, and each run reports when it is done."""
+    stopped, ran, said = [], [], []
+
+    class _Spark:
+        def stop(self):
+            stopped.append(True)
+
+    def run_node(config, cfg, spark, duration_s, background):
+        ran.append((cfg.load_manager, lm.input_rate(cfg), duration_s, background))
+        return {"rate": lm.input_rate(cfg), "records": [], "arrived": []}
+
+    tried = [{"round": 1, "rate_tuples_per_s": 1e6, "load_median": 2.0, "calibrated": True,
+              "confirmed": True}]  # fmt: skip
+    monkeypatch.setattr(lm, "experiment_spark", lambda app_name: _Spark())
+    monkeypatch.setattr(lm, "find_rate", lambda config, spark: (2.5e6, tried))
+    monkeypatch.setattr(lm, "_run_node", run_node)
+    monkeypatch.setattr(lm, "report", said.append)
+    cfg = lm.make_config(quick=True)
+    out = lm.measure(cfg)
+    assert out["rate_runs"] == tried and stopped == [True]
+    assert [r["scheme"] for r in out["runs"]] == [m for m, _ in cfg.schemes]
+    assert all(rate == pytest.approx(2.5e6) and bg for _, rate, _, bg in ran)
+    assert [m for m, *_ in ran] == [m for m, _ in cfg.schemes]
+    assert said[-1] == "load-managers: run 5 of 5 (aloma) done"
+    assert said[1] == "load-managers: run 2 of 5 (ctrl H 0.8 (tuned)) done"
