@@ -339,20 +339,27 @@ def _node_b(
                 capacity_tuples_per_s=float(_ROWS), federation=reporter)  # fmt: skip
     node.start()
     try:
+        # Done when every link row has arrived, the clock has passed ``until_s`` and two more
+        # decisions were made (a decision waits for the batch before it, so the last window's
+        # results are in). Not "6 windows per query": the rows of two upstream batches can
+        # share a window of this node (a slow write), and the wait then never ended (180 s).
         deadline = time.monotonic() + 180.0
+        ready_t = math.inf
         while time.monotonic() < deadline:
             hist = node.history()
-            res = node.results()
-            windows = res.drop_duplicates(["query", "window_start"])["query"].value_counts()
+            arrived = sum(sum(r.query_arrived.values()) for r in hist)
             if (
                 hist
                 and hist[-1].t >= until_s - epoch_s
-                and len(windows) == len(queries)
-                and windows.min() >= _WINDOWS
+                and arrived >= _WINDOWS * _ROWS * len(_UPSTREAM_KEPT)
             ):
-                break
+                ready_t = min(ready_t, hist[-1].t)
+                if hist[-1].t >= ready_t + 2 * cfg.trigger_s:
+                    break
             assert node.failure is None, node.failure
             time.sleep(0.5)
+        else:
+            pytest.fail(f"node b ({run}) did not decide every link row by {until_s - epoch_s} s")
     finally:
         node.stop()
         if reporter is not None:
