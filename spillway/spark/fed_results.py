@@ -324,8 +324,9 @@ class NodeReporter:
         uniq, inv = np.unique(frags, return_inverse=True)
         out_done = np.full(uniq.size, np.inf)
         out_decided = np.full(uniq.size, np.inf)
-        np.minimum.at(out_done, inv, done)  # NaN (nothing processed) propagates
-        np.minimum.at(out_decided, inv, decided)
+        with np.errstate(invalid="ignore"):  # NaN (nothing processed) propagates
+            np.minimum.at(out_done, inv, done)
+            np.minimum.at(out_decided, inv, decided)
         return {
             "fragment": uniq.tolist(),
             "done": out_done.tolist(),

@@ -167,15 +167,39 @@ def _dashboard_matches_the_status_files(port: int, out: Path, deadline: float) -
     assert nodes["federation"]["capacity_tuples_per_s"] > 0
 
 
+def _survivors_served(out: Path, before: dict[str, dict], deadline: float) -> tuple[bool, str]:
+    """Wait until a and b each decided twice after ``before`` and the coordinator's last
+    values (``updates.jsonl``) give avg-all and cov (the surviving roots) a SIC > 0; returns
+    whether that happened by ``deadline`` and what was seen last."""
+    seen = "nothing"
+    while time.monotonic() < deadline:
+        lines = (out / "updates.jsonl").read_text().splitlines()
+        sic = json.loads(lines[-1]) if lines else {}
+        intervals = {
+            n: json.loads((out / "nodes" / n / "status.json").read_text())["intervals"]
+            for n in ("a", "b")
+        }
+        seen = f"last update {sic}; intervals {intervals}"
+        if all(intervals[n] >= before[n]["intervals"] + 2 for n in ("a", "b")) and all(
+            sic.get(q, [0.0])[0] > 0.0 for q in ("avg-all", "cov")
+        ):
+            return True, seen
+        time.sleep(1.0)
+    return False, seen
+
+
 @pytest.mark.spark
 @pytest.mark.kafka
 def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: Path) -> None:
     """The README's command, shortened: its own broker, the coordinator and three Spark nodes.
     Node c is killed (its whole process group) once every node has run a full STW; the
-    coordinator marks it lost and the other two keep shedding until the end."""
+    coordinator marks it lost and the other two keep shedding until the end. The test ends the
+    run with SIGTERM (Ctrl-C's twin) once a and b decided twice more and the coordinator has
+    both surviving roots' SIC: a loaded machine's nodes spend 20 s on a first micro-batch, and a
+    fixed duration then ended the run before the coordinator knew cov's results complete."""
     out, kafka = tmp_path / "out", tmp_path / "kafka"
     argv = shlex.split(README_UP)[1:]
-    argv[argv.index("--duration") + 1] = "40"  # time left after the kill for a and b to decide
+    argv[argv.index("--duration") + 1] = "400"  # a cap only: SIGTERM ends it (above)
     argv[argv.index("--out") + 1] = str(out)
     with socket.socket() as s:  # the dashboard's port (the README's command with --ui)
         s.bind(("127.0.0.1", 0))
@@ -199,12 +223,15 @@ def test_the_shipped_federation_runs_and_a_killed_node_is_shown_lost(tmp_path: P
         before = {n: json.loads((out / "nodes" / n / "status.json").read_text())
                   for n in ("a", "b")}  # fmt: skip
         os.killpg(pids["c"], signal.SIGKILL)
-        stdout, stderr = proc.communicate(timeout=300)
+        served, seen = _survivors_served(out, before, time.monotonic() + 240)
+        proc.send_signal(signal.SIGTERM)
+        stdout, stderr = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             proc.communicate(timeout=120)
     assert proc.returncode == 0, stderr[-3000:]
+    assert served, f"a and b never served avg-all and cov after the kill: {seen}"
     assert stdout.splitlines()[-1] == str(out / "report.md")
     summary = json.loads((out / "summary.json").read_text())
     assert (out / "report.md").read_text().startswith("# spillway federation run")
