@@ -89,8 +89,9 @@ CHECK_NAMES = (f"sim_sic_within_{SIC_TOLERANCE:g}", f"sim_jain_within_{JAIN_TOLE
 #: A history record's fields the check reads (``measure`` keeps only these).
 HISTORY_KEYS = ("t", "capacity_tuples", "arrived_tuples", "query_arrived")
 #: Fields kept too when a record has them (histories written before they existed lack them):
-#: the intervals a decision spans, and whether it probed the cost model.
-OPTIONAL_KEYS = ("span", "probe")
+#: the intervals a decision spans, whether it probed the cost model, and what it kept of
+#: each fragment.
+OPTIONAL_KEYS = ("span", "probe", "query_admitted")
 
 
 def compact_history(lines: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -161,6 +162,7 @@ def spark_measured(
         return "the coordinator gave no query a value over the measured part"
     capacity: dict[str, list[list[float]]] = {}
     arrived: dict[str, float] = {}
+    admitted: dict[str, float] = {}
     covered: dict[str, float] = {}
     for node in fed.nodes:
         decisions = placed(hist.get(node, []), run["timeline"], node)
@@ -175,7 +177,9 @@ def spark_measured(
             for frag, n in rec["query_arrived"].items():
                 arrived[frag] = arrived.get(frag, 0.0) + float(n)
                 covered[frag] = covered.get(frag, 0.0) + dt
-    rates = {}
+                got = rec.get("query_admitted", {}).get(frag)  # None: an older history
+                admitted[frag] = admitted.get(frag, 0.0) + (math.nan if got is None else got)
+    rates, kept = {}, {}
     for q in fed.queries:
         for f in q.fragments:
             key = f"{q.name}.{f.name}"
@@ -183,8 +187,11 @@ def spark_measured(
                 if not covered.get(key):
                     return f"fragment {key} decided no tuple from {start_s:g} to {end_s:g} s"
                 rates[key] = arrived[key] / covered[key] / f.sources
+                if arrived[key] > 0 and math.isfinite(admitted.get(key, math.nan)):
+                    kept[key] = admitted[key] / arrived[key]
     return {"start_s": start_s, "end_s": end_s, "capacity": capacity, "rates": rates,
-            "sic": dict(values["sic"]), "jain": float(values["jain"])}  # fmt: skip
+            "kept": kept, "sic": dict(values["sic"]),
+            "jain": float(values["jain"])}  # fmt: skip
 
 
 def _steps(
@@ -295,7 +302,29 @@ def beside_spark(
             n: float(res.nodes.kept[i] / res.nodes.arrived[i]) if res.nodes.arrived[i] else None
             for i, n in enumerate(fed.nodes)
         },
+        "fragments": fragment_rows(fed, measured.get("kept", {}), res),
     }
+
+
+def fragment_rows(
+    fed: FederationConfig, spark_kept: Mapping[str, float], res: Any
+) -> list[dict[str, Any]]:
+    """Per fragment with sources: the share of its source tuples its node kept over the
+    measured part, in Spark (``spark_kept``, from the decisions' ``query_admitted``; NaN for a
+    history without it) and in the simulator (``res``: its
+    :class:`~spillway.sim.result.FragmentStats`, in the file's order). Where the two agree on
+    a node's total but not on its fragments, the gap is in how the node split its capacity."""
+    sim = res.fragments.kept_share() if res.fragments is not None else None
+    rows, i = [], 0
+    for q in fed.queries:
+        for f in q.fragments:
+            key = f"{q.name}.{f.name}"
+            if f.sources > 0:
+                rows.append({"fragment": key, "node": f.node,
+                             "spark_kept": float(spark_kept.get(key, math.nan)),
+                             "sim_kept": float(sim[i]) if sim is not None else math.nan})  # fmt: skip
+            i += 1
+    return rows
 
 
 def sim_checks(sims: Mapping[str, Mapping[str, Any] | str]) -> list[Check]:
@@ -374,8 +403,14 @@ def table(sims: Mapping[str, Mapping[str, Any] | str], wall_s: float) -> str:
         rows.append({"query": "Jain", "Spark": s["spark_jain"], "simulator": s["sim_jain"],
                      "abs diff": s["jain_abs_diff"]})  # fmt: skip
         caps = ", ".join(f"{n} {num(c)}" for n, c in s["capacity_mean"].items())
+        kept = ", ".join(
+            f"{r['fragment']} ({r['node']}) {num(r['spark_kept'])} / {num(r['sim_kept'])}"
+            for r in s.get("fragments", [])
+        )
         parts.append(f"**{mode}** (mean measured capacity, tuples/s: {caps})\n\n"
-                     + markdown_table(rows))  # fmt: skip
+                     + markdown_table(rows)
+                     + (f"\n\nKept share of each fragment's source tuples over the part, "
+                        f"Spark / simulator: {kept}." if kept else ""))  # fmt: skip
     return "\n\n".join(parts)
 
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 from spillway.sim.config import COORDINATION, NodeFailure, SimConfig
 from spillway.sim.deployment import Deployment, FragmentSpec, QuerySpec, Topology, chain, tree
 from spillway.sim.engine import Simulation, simulate
-from spillway.sim.result import Accounting, NodeStats, SimResult
+from spillway.sim.result import Accounting, FragmentStats, NodeStats, SimResult
 from spillway.sim.workload import KINDS, PLACEMENTS, THEMIS_CAPACITY, WorkloadConfig, build
 
 __all__ = [
@@ -50,6 +50,7 @@ __all__ = [
     "Accounting",
     "Deployment",
     "FragmentSpec",
+    "FragmentStats",
     "NodeFailure",
     "NodeStats",
     "QuerySpec",

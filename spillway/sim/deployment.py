@@ -282,9 +282,9 @@ class Topology:
     """A deployment as arrays, fragments and lanes sorted by node (built by
     :meth:`Deployment.topology`).
 
-    Fragments: ``frag_query``, ``frag_node``, ``frag_sources``, ``frag_rows`` (rows per
-    firing), ``frag_kind`` (index into ``kinds``), ``frag_rate`` (tuples/s per source, NaN:
-    the run's ``source_rate``); ``node_frags`` (N+1,) bounds each node's
+    Fragments: ``frag_query``, ``frag_index`` (its position among its query's fragments),
+    ``frag_node``, ``frag_sources``, ``frag_rows`` (rows per firing), ``frag_rate`` (tuples/s
+    per source, NaN: the run's ``source_rate``); ``node_frags`` (N+1,) bounds each node's
     contiguous fragments. Edges (one per producer → consumer): ``edge_from``, ``edge_to``,
     ``edge_partition`` (bool), ``edge_k`` (consumers of the producer), ``edge_j`` (this
     consumer's position among them). Lanes (the input-buffer streams a node decides on, THEMIS
@@ -299,6 +299,7 @@ class Topology:
     query_kind: np.ndarray
     query_sources: np.ndarray
     frag_query: np.ndarray
+    frag_index: np.ndarray
     frag_node: np.ndarray
     frag_sources: np.ndarray
     frag_rows: np.ndarray
@@ -398,6 +399,7 @@ class Topology:
             query_kind=np.array([kind_of[q.kind] for q in d.queries], dtype=np.int64),
             query_sources=np.array(d.source_counts(), dtype=np.int64),
             frag_query=frag_query,
+            frag_index=arr[:, 1].copy(),
             frag_node=frag_node,
             frag_sources=frag_sources,
             frag_rows=frag_rows,

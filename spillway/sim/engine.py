@@ -112,7 +112,7 @@ from spillway.quality.propagation import partition, replicate, spread
 from spillway.quality.sic import StwConfig, StwCounter
 from spillway.sim.config import SimConfig
 from spillway.sim.deployment import Deployment, Topology
-from spillway.sim.result import Accounting, NodeStats, SimResult
+from spillway.sim.result import Accounting, FragmentStats, NodeStats, SimResult
 
 #: ``observer(step, node, backlog, capacity)``: called before every policy decision.
 Observer = Callable[[int, int, Backlog, float], None]
@@ -283,6 +283,8 @@ class Simulation:
             k: np.zeros(n_nodes)
             for k in ("arrived", "kept", "shed", "lost", "over", "util", "cap", "dec")
         }
+        frag_arrived = np.zeros(n_f)  # source tuples per fragment from warmup_s on
+        frag_kept = np.zeros(n_f)
         samples_t: list[float] = []
         samples: list[np.ndarray] = []
         lost_log: list[tuple[float, tuple[int, ...]]] = []
@@ -417,6 +419,10 @@ class Simulation:
             acc.derived_lost += int(lost[~is_src].sum())
             acc.derived_orphaned += int(orphaned[~is_src].sum())
             per_node["kept"] += np.bincount(lane_node, weights=keep, minlength=n_nodes)
+            if t > cfg.warmup_s + 1e-9:  # arrivals after the warm-up
+                frag_arrived += np.bincount(topo.lane_frag[is_src], count[is_src] + lost[is_src],
+                                            minlength=n_f)  # fmt: skip
+                frag_kept += np.bincount(topo.lane_frag[is_src], keep[is_src], minlength=n_f)
             per_node["shed"] += np.bincount(lane_node, weights=shed, minlength=n_nodes)
             per_node["lost"] += np.bincount(lane_node, weights=lost, minlength=n_nodes)
             gain = np.bincount(topo.lane_frag, weights=kept_sic, minlength=n_f)
@@ -476,6 +482,11 @@ class Simulation:
             decisions=per_node["dec"].astype(np.int64),
         )
         frags_per_query = np.bincount(q_of_f, minlength=topo.n_queries)
+        order = np.lexsort((topo.frag_index, q_of_f))  # the deployment's order
+        fragments = FragmentStats(
+            query=q_of_f[order], index=topo.frag_index[order],
+            arrived=frag_arrived[order].astype(np.int64), kept=frag_kept[order].astype(np.int64),
+        )  # fmt: skip
         return SimResult(
             config=cfg,
             kinds=topo.kinds,
@@ -485,6 +496,7 @@ class Simulation:
             query_sic=np.asarray(samples).reshape(len(samples), topo.n_queries),
             accounting=acc,
             nodes=stats,
+            fragments=fragments,
             lost_nodes=tuple(lost_log),
             wall_s=time.perf_counter() - t0,
         )

@@ -105,6 +105,30 @@ class NodeStats:
 
 
 @dataclass(frozen=True, kw_only=True, eq=False)
+class FragmentStats:
+    """Per fragment (arrays of length F, in the deployment's order: query by query, each
+    query's fragments in their order), the source tuples that arrived at it after
+    ``warmup_s`` and those its node kept (derived rows are not counted).
+
+    >>> f = FragmentStats(query=np.array([0, 0]), index=np.array([0, 1]),
+    ...                   arrived=np.array([10, 0]), kept=np.array([4, 0]))
+    >>> f.kept_share().tolist()
+    [0.4, nan]
+    """
+
+    query: np.ndarray
+    index: np.ndarray
+    arrived: np.ndarray
+    kept: np.ndarray
+
+    def kept_share(self) -> np.ndarray:
+        """Kept over arrived per fragment (NaN where none arrived) (F,)."""
+        out = np.full(self.arrived.shape, np.nan)
+        np.divide(self.kept, self.arrived, out=out, where=self.arrived > 0)
+        return out
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
 class SimResult:
     """Everything a run measured.
 
@@ -117,6 +141,7 @@ class SimResult:
     query_sic : Eq. 4 value of every query at every sample (T, Q).
     accounting : tuple counters.
     nodes : per-node counters.
+    fragments : per-fragment source tuples arrived and kept after the warm-up.
     lost_nodes : ``(time, nodes)`` whenever the set of nodes the coordinator counts as lost
         changed.
     wall_s : wall-clock seconds the run took.
@@ -130,6 +155,7 @@ class SimResult:
     query_sic: np.ndarray
     accounting: Accounting
     nodes: NodeStats
+    fragments: FragmentStats | None = None
     lost_nodes: tuple[tuple[float, tuple[int, ...]], ...] = ()
     wall_s: float = float("nan")
     extra: dict[str, Any] = field(default_factory=dict)
@@ -201,4 +227,4 @@ class SimResult:
         ]
 
 
-__all__ = ["Accounting", "NodeStats", "SimResult"]
+__all__ = ["Accounting", "FragmentStats", "NodeStats", "SimResult"]

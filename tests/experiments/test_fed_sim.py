@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +57,8 @@ def test_run9_beside_the_simulator() -> None:
     assert {m: round(g["sim_jain"], 3) for m, g in got.items()} == {
         "coordinated": 0.993, "uncoordinated": 0.924, "random": 0.945,
     }  # fmt: skip
+    for g in got.values():  # run 9's histories predate query_admitted: Spark's share unknown
+        assert all(math.isnan(r["spark_kept"]) and 0 < r["sim_kept"] <= 1 for r in g["fragments"])
     spark = {m: [r["spark_sic"] for r in g["queries"]] for m, g in got.items()}
     assert spark["coordinated"] == pytest.approx([0.3425, 0.2932, 0.2465, 0.3067], abs=1e-4)
     verdicts = {m: [c.verdict for c in fs.sim_checks({m: g})] for m, g in got.items()}
@@ -143,7 +146,8 @@ def _write_run(root: Path, mode: str) -> None:
         (d / "nodes" / n).mkdir(parents=True)
         lines = [
             {"t": 2.0 * k, "capacity_tuples": 400.0, "arrived_tuples": 1000 * len(frags),
-             "query_arrived": dict.fromkeys(frags, 1000), "batch_s": 1.0}
+             "query_arrived": dict.fromkeys(frags, 1000), "batch_s": 1.0,
+             "query_admitted": {f: 300 if i == 0 else 100 for i, f in enumerate(frags)}}
             for k in range(70)
         ]  # fmt: skip
         (d / "nodes" / n / "history.jsonl").write_text("\n".join(map(json.dumps, lines)))
@@ -168,8 +172,15 @@ def test_a_kept_runs_folder_is_checked_from_the_command_line(
     assert isinstance(got, dict)
     assert got["capacity"]["a"][0] == [90.0, 200.0]  # 400 a decision of 2 s, from its start
     assert got["rates"]["local-a.f"] == pytest.approx(50.0)  # 1,000 over 2 s, 10 sources
+    # what each decision kept of each fragment (query_admitted), over what arrived
+    assert got["kept"] == {"local-a.f": 0.3, "shared.leaf-a": 0.1, "local-b.f": 0.3,
+                           "shared.leaf-b": 0.1, "local-c.f": 0.3, "shared.root": 0.1}  # fmt: skip
+    rows = fs.beside_spark(sf.federation(CFG, "random"), got, seed=0)["fragments"]
+    assert [(r["fragment"], r["spark_kept"]) for r in rows] == list(got["kept"].items())
+    assert all(0.0 < r["sim_kept"] < 1.0 for r in rows)  # 400 of 2,000 a decision: shed
     assert fs.main([str(tmp_path), "--quick"]) == 0
     out = capsys.readouterr().out
     assert "**random**" in out and "sim_sic_within_0.05" in out
+    assert "Spark / simulator: local-a.f (a) 0.3 / " in out
     assert fs.main([str(tmp_path / "none"), "--quick"]) == 2
     assert "holds no run folder" in capsys.readouterr().err

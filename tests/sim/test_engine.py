@@ -60,6 +60,28 @@ def test_every_tuple_is_kept_shed_lost_or_in_transit(policy: str) -> None:
     assert int(r.nodes.arrived.sum()) == acc.source_arrived + acc.derived_delivered
 
 
+def test_fragment_counts_follow_the_deployment_and_add_up_to_the_sources() -> None:
+    """``SimResult.fragments``: per fragment, in the deployment's order (the topology sorts
+    by node), the source tuples that arrived after the warm-up (a down node's included) and
+    those kept; summed from the start they are the run's source accounting."""
+    d = small_federation(1)
+    down = (NodeFailure(node=2, at_s=12.0, until_s=20.0),)
+    r = simulate(d, SimConfig(duration_s=30.0, warmup_s=0.0, failures=down))
+    f = r.fragments
+    assert f is not None
+    assert [(int(q), int(i)) for q, i in zip(f.query, f.index, strict=True)] == [
+        (q, i) for q, spec in enumerate(d.queries) for i in range(len(spec.fragments))
+    ]
+    assert int(f.arrived.sum()) == r.accounting.source_arrived
+    assert int(f.kept.sum()) == r.accounting.source_kept
+    sources = np.array([g.sources for q in d.queries for g in q.fragments])
+    assert ((f.arrived > 0) == (sources > 0)).all()
+    assert np.isnan(f.kept_share()[sources == 0]).all()
+    assert (f.kept_share()[sources > 0] < 1.0).any()  # the federation is overloaded
+    later = simulate(d, SimConfig(duration_s=30.0, warmup_s=10.0, failures=down)).fragments
+    assert later is not None and 0 < later.arrived.sum() < f.arrived.sum()
+
+
 def shapes() -> tuple[QuerySpec, ...]:
     return (
         QuerySpec(kind="top5-chain", fragments=chain([0, 1, 2, 3, 4, 5], sources=20, rows_out=5)),
