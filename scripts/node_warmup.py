@@ -7,7 +7,8 @@ of batch time. At a constant input every batch holds the same rows, so a falling
 the node itself getting faster (the JVM compiling its hot code, caches filling).
 ``--burners N`` runs N CPU-burning processes beside it (the cores shared, as in a federation of
 three nodes or a run with its producers on the same machine); ``--java-opts`` is passed to the
-driver's JVM (``spark.driver.extraJavaOptions``, for example ``-XX:TieredStopAtLevel=1``).
+driver's JVM (``spark.driver.extraJavaOptions``; give it with ``=``, as its value starts with
+a dash: ``--java-opts=-XX:TieredStopAtLevel=1``).
 
     flock /tmp/spillway-heavy.lock .venv/bin/python scripts/node_warmup.py --burners 2
 """
