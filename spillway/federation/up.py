@@ -622,7 +622,8 @@ def _kill_step(
     prefix: str,
 ) -> list[dict[str, Any]]:
     """``--kill``'s second: kill or restart the node when due (:class:`KillRecord`), then
-    note what the coordinator and the node's status show; the events for the timeline."""
+    note what the coordinator and the node's status show; the events for the timeline
+    (``kill``, ``restart``, and when first seen: ``lost``, ``alive again``, ``caught up``)."""
     n = kill.plan.node
     events = []
     action = kill.due(elapsed)
@@ -636,7 +637,12 @@ def _kill_step(
     if action is not None:
         events.append({"event": action, "node": n, "elapsed_s": round(elapsed, 1)})
         print(f"{action} {n} at {elapsed:.1f} s", flush=True)
+    seen = (kill.lost_seen_at_s, kill.alive_again_at_s, kill.caught_up_at_s)
     kill.observe(elapsed, lost=n in view.lost_nodes, status=statuses.get(n))
+    now = (kill.lost_seen_at_s, kill.alive_again_at_s, kill.caught_up_at_s)
+    for word, before, after in zip(("lost", "alive again", "caught up"), seen, now, strict=True):
+        if before is None and after is not None:  # what the run shows of the node, as it happens
+            events.append({"event": word, "node": n, "elapsed_s": after})
     return events
 
 
