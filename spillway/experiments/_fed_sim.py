@@ -314,7 +314,7 @@ def fragment_rows(
     history without it) and in the simulator (``res``: its
     :class:`~spillway.sim.result.FragmentStats`, in the file's order). Where the two agree on
     a node's total but not on its fragments, the gap is in how the node split its capacity."""
-    sim = res.fragments.kept_share() if res.fragments is not None else None
+    sim = res.fragments.kept_share()
     rows, i = [], 0
     for q in fed.queries:
         for f in q.fragments:
@@ -322,7 +322,7 @@ def fragment_rows(
             if f.sources > 0:
                 rows.append({"fragment": key, "node": f.node,
                              "spark_kept": float(spark_kept.get(key, math.nan)),
-                             "sim_kept": float(sim[i]) if sim is not None else math.nan})  # fmt: skip
+                             "sim_kept": float(sim[i])})  # fmt: skip
             i += 1
     return rows
 

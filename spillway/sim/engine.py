@@ -264,6 +264,7 @@ class Simulation:
         lane_local = (topo.lane_frag - topo.node_frags[lane_node]).astype(np.int64)
         lane_ids = np.arange(n_l, dtype=np.int64)
         is_src = topo.lane_is_source
+        src_frag = topo.lane_frag[is_src]  # the fragment of every source lane
         ring = dd + 2
         transit_rows = np.zeros((ring, n_e), dtype=np.int64)
         transit_sic = np.zeros((ring, n_e))
@@ -420,9 +421,8 @@ class Simulation:
             acc.derived_orphaned += int(orphaned[~is_src].sum())
             per_node["kept"] += np.bincount(lane_node, weights=keep, minlength=n_nodes)
             if t > cfg.warmup_s + 1e-9:  # arrivals after the warm-up
-                frag_arrived += np.bincount(topo.lane_frag[is_src], count[is_src] + lost[is_src],
-                                            minlength=n_f)  # fmt: skip
-                frag_kept += np.bincount(topo.lane_frag[is_src], keep[is_src], minlength=n_f)
+                frag_arrived += np.bincount(src_frag, count[is_src] + lost[is_src], minlength=n_f)
+                frag_kept += np.bincount(src_frag, keep[is_src], minlength=n_f)
             per_node["shed"] += np.bincount(lane_node, weights=shed, minlength=n_nodes)
             per_node["lost"] += np.bincount(lane_node, weights=lost, minlength=n_nodes)
             gain = np.bincount(topo.lane_frag, weights=kept_sic, minlength=n_f)

@@ -155,7 +155,7 @@ class SimResult:
     query_sic: np.ndarray
     accounting: Accounting
     nodes: NodeStats
-    fragments: FragmentStats | None = None
+    fragments: FragmentStats
     lost_nodes: tuple[tuple[float, tuple[int, ...]], ...] = ()
     wall_s: float = float("nan")
     extra: dict[str, Any] = field(default_factory=dict)

@@ -68,7 +68,6 @@ def test_fragment_counts_follow_the_deployment_and_add_up_to_the_sources() -> No
     down = (NodeFailure(node=2, at_s=12.0, until_s=20.0),)
     r = simulate(d, SimConfig(duration_s=30.0, warmup_s=0.0, failures=down))
     f = r.fragments
-    assert f is not None
     assert [(int(q), int(i)) for q, i in zip(f.query, f.index, strict=True)] == [
         (q, i) for q, spec in enumerate(d.queries) for i in range(len(spec.fragments))
     ]
@@ -79,7 +78,7 @@ def test_fragment_counts_follow_the_deployment_and_add_up_to_the_sources() -> No
     assert np.isnan(f.kept_share()[sources == 0]).all()
     assert (f.kept_share()[sources > 0] < 1.0).any()  # the federation is overloaded
     later = simulate(d, SimConfig(duration_s=30.0, warmup_s=10.0, failures=down)).fragments
-    assert later is not None and 0 < later.arrived.sum() < f.arrived.sum()
+    assert 0 < later.arrived.sum() < f.arrived.sum()
 
 
 def shapes() -> tuple[QuerySpec, ...]:
