@@ -173,17 +173,18 @@ def _survivors_served(out: Path, before: dict[str, dict], deadline: float) -> tu
     whether that happened by ``deadline`` and what was seen last."""
     seen = "nothing"
     while time.monotonic() < deadline:
-        lines = (out / "updates.jsonl").read_text().splitlines()
-        sic = json.loads(lines[-1]) if lines else {}
-        intervals = {
-            n: json.loads((out / "nodes" / n / "status.json").read_text())["intervals"]
-            for n in ("a", "b")
-        }
-        seen = f"last update {sic}; intervals {intervals}"
-        if all(intervals[n] >= before[n]["intervals"] + 2 for n in ("a", "b")) and all(
-            sic.get(q, [0.0])[0] > 0.0 for q in ("avg-all", "cov")
-        ):
-            return True, seen
+        with contextlib.suppress(ValueError, OSError):  # a line or a status being written
+            lines = (out / "updates.jsonl").read_text().splitlines()
+            sic = json.loads(lines[-1]) if lines else {}
+            intervals = {
+                n: json.loads((out / "nodes" / n / "status.json").read_text())["intervals"]
+                for n in ("a", "b")
+            }
+            seen = f"last update {sic}; intervals {intervals}"
+            if all(intervals[n] >= before[n]["intervals"] + 2 for n in ("a", "b")) and all(
+                sic.get(q, [0.0])[0] > 0.0 for q in ("avg-all", "cov")
+            ):
+                return True, seen
         time.sleep(1.0)
     return False, seen
 
