@@ -349,6 +349,12 @@ def _updates(clients: dict[str, CoordinatorClient]) -> dict[str, NodeUpdate | No
     return got
 
 
+def _log_values(out: Path, view: FederationView) -> None:
+    """Append the coordinator's values to ``OUT/updates.jsonl`` (checked against the results)."""
+    with (out / "updates.jsonl").open("a") as seen:
+        seen.write(json.dumps({q.name: [q.sic, q.stw_end] for q in view.queries}) + "\n")
+
+
 def _clean(x: float) -> float | None:
     return round(x, 4) if math.isfinite(x) else None
 
@@ -731,9 +737,7 @@ def cmd_up(args: argparse.Namespace) -> int:
                 view = federation_view(fed, updates, statuses, states)
                 if boards is not None:
                     boards.update(view, statuses, t=time.time())
-                with (out / "updates.jsonl").open("a") as seen:  # checked against the results
-                    seen.write(json.dumps({q.name: [q.sic, q.stw_end] for q in view.queries}))
-                    seen.write("\n")
+                _log_values(out, view)
                 if children.word("coordinator") is not None:
                     raise RunFailedError(
                         f"the coordinator exited; log: {out / 'logs' / 'coordinator.log'}"
@@ -776,10 +780,17 @@ def cmd_up(args: argparse.Namespace) -> int:
         if kill is not None:  # the catch-up as the node left it when it stopped
             kill.observe(t_end - (t_up or t_end), lost=False, status=statuses.get(kill.plan.node),
                          final=True)  # fmt: skip
-        # the last live updates: once stopped, every node stops beating
+        # the coordinator's values once every node's last batch reported (it still runs); the
+        # nodes it lost as it last saw them running (once stopped, every node stops beating)
+        live = max((u for u in updates.values() if u), key=lambda u: u.as_of, default=None)
+        updates = {
+            n: dataclasses.replace(u, lost_nodes=live.lost_nodes) if u and live else updates.get(n)
+            for n, u in _updates(clients).items()
+        }
         final = {n: children.word(n) or "running" for n in nodes}
         final = {n: "stopped" if w == "exited 0" else w for n, w in final.items()}
         view = federation_view(fed, updates, statuses, final)
+        _log_values(out, view)
         if boards is not None:
             boards.update(view, statuses, t=time.time())
         failed = None
