@@ -15,14 +15,19 @@ Set-up: a broker on 127.0.0.1 (its own folder) and three topics, each fed by its
 - ``pickups`` and ``dropoffs``: a stream-stream join (:func:`route_join`): per window, the
   routes seen on both topics and their mean fare over both.
 
-Steps: (1) the capacity: a node that keeps every tuple reads the topics produced at
+Steps: (1) a first capacity: a node that keeps every tuple reads the topics produced at
 :data:`PROBE_RATE`, above what it processes, and its rows processed per second of micro-batch
-time are a first capacity; (2) the capacity under load: the same with fresh topics produced at
-``level`` times that first figure (the producers and the broker share the node's two cores, so
-the node processes less while they send at the run's rate); the capacity is then the rate whose
-batch fills the node's headroom of the intervals one batch spans (one, or more when the fixed cost
-alone would fill most of one: the controller's own rule), from the fixed and per-row costs fitted
-over both runs' batches (:func:`~spillway.control.batch_fit.operating_capacity`); (3) the run:
+time are a first figure; (2) the capacity while shedding: fresh topics produced at ``level``
+times that first figure, the node shedding with ``policy`` by its own cost model, and the
+capacity is its rows processed per second of micro-batch time over the second half of that
+run (its batches then fill the headroom its controller gives them: the operating point of
+:mod:`spillway.spark.node`'s calibration, with the cost of shedding a log in it). A node that
+keeps every tuple reads each log from end to end; a shedding one reads its kept runs from logs
+several times longer, and that cost more a kept row (a 1.5-core node: 73,510 rows a second of
+batch time keeping every tuple, 30,780 while shedding at 3x; EXPERIMENTS.md), so a capacity
+measured keeping every tuple is not the one the run has. The node has ``node_cpu`` cores of its
+own (:mod:`spillway.experiments._node_cpu`) so that its capacity does not depend on how fast
+the producers send; (3) the run:
 fresh topics produced together at a rate that steps through ``steps`` times that capacity
 (1.5x, 3.5x, 4x, ``step_s`` = 10 s each, repeated: a mean of ``level`` = 3x), so the windows
 are overloaded unequally and differ in SIC for a real reason (at one constant rate every window
@@ -78,8 +83,8 @@ import numpy as np
 import pandas as pd
 
 from spillway.config import NodeConfig, QuerySpec
-from spillway.control.batch_fit import operating_capacity
 from spillway.errors import ConfigError, SpillwayError
+from spillway.experiments._node_cpu import node_on_cores
 from spillway.experiments._producers import Producers, TopicLoad
 from spillway.experiments._spark_runs import (
     KEEP_ALL,
@@ -93,6 +98,7 @@ from spillway.experiments._spark_runs import (
 )
 from spillway.experiments.checks import Check, check, compare, every, not_applicable
 from spillway.experiments.framework import Analysis, Experiment, Figure
+from spillway.federation.cpu import check_cores, find_controller
 from spillway.progress import report
 from spillway.quality import jain_index
 from spillway.quality.metrics import spearman_rho
@@ -128,6 +134,11 @@ VALUES: dict[str, str] = {"fares": "mean_fare", "trips": "mean_fare"}
 #: processes on this 2-core machine but not so far above that the producers alone fill both
 #: cores, as they did at 150,000 tuples/s.
 PROBE_RATE = 30_000.0
+
+#: The node's cores by default (``KafkaOverloadConfig.node_cpu``): on 2 cores, the rest is the
+#: input's (the producers at 3x the capacity and the broker took about half a core: module
+#: note in :mod:`spillway.experiments._node_cpu`).
+NODE_CPU = 1.5
 
 #: The producers' rate (tuples/s in all) while a node warms up (see :func:`_phase`).
 WARM_RATE = 2_000.0
@@ -203,6 +214,11 @@ class KafkaOverloadConfig:
     exact_span_s : the exact answers cover the windows of the last this many seconds.
     seed : seed of the producers.
     master : Spark master URL.
+    node_cpu : the node's own cores: a cgroup CPU quota on this process and its Spark JVM
+        (:mod:`spillway.experiments._node_cpu`), the broker and the producers outside it, so
+        that the node's capacity does not depend on how fast its input is sent; None, or a
+        machine without a writable cgroup CPU controller (the report says which): the node
+        shares the machine's cores with its input.
     """
 
     level: float = 3.0
@@ -218,8 +234,11 @@ class KafkaOverloadConfig:
     exact_span_s: float = 60.0
     seed: int = 0
     master: str = "local[2]"
+    node_cpu: float | None = NODE_CPU
 
     def __post_init__(self) -> None:
+        if self.node_cpu is not None:
+            object.__setattr__(self, "node_cpu", check_cores(self.node_cpu, "node_cpu"))
         if not (isinstance(self.level, int | float) and math.isfinite(self.level)) or not (
             self.level > 1
         ):
@@ -317,9 +336,11 @@ def _producers(
     rate: float,
     seed: int,
     pattern: tuple[str, dict[str, Any], float] | None = None,
+    home: Path | None = None,
 ) -> Producers:
     """One ``spillway produce --feed taxi`` per topic, ``rate`` tuples/s in all on average,
-    constant or following ``pattern`` (:func:`rate_pattern`)."""
+    constant or following ``pattern`` (:func:`rate_pattern`), started in the cgroup whose
+    ``cgroup.procs`` is ``home`` (outside the node's quota) if given."""
     profile, options, first = pattern or ("constant", {}, 1.0)
     loads = {
         topic: TopicLoad(feed="taxi", sources=PARTITIONS, profile=profile,
@@ -327,7 +348,7 @@ def _producers(
                          per_source=rate * first * TOPICS[role] / PARTITIONS)
         for role, topic in topics.items()
     }  # fmt: skip
-    return Producers(conn, loads, seed)
+    return Producers(conn, loads, seed, procs_file=home)
 
 
 def _topics(conn: Any, tag: str) -> dict[str, str]:
@@ -352,10 +373,12 @@ def _phase(
     exact: bool = False,
     keep_all: bool = False,
     pattern: tuple[str, dict[str, Any], float] | None = None,
+    home: Path | None = None,
 ) -> tuple[LevelRun, dict[str, Any], dict[str, str], NodeConfig]:
     """Fresh topics and the node on them: producers at :data:`WARM_RATE` tuples/s in all while
     the node warms up (:data:`WARM_BATCHES` micro-batches), then at ``rate`` on average (in
-    the rate ``pattern`` if given) for ``duration_s``.
+    the rate ``pattern`` if given) for ``duration_s``; the producers start in ``home`` (a
+    ``cgroup.procs`` file, :func:`~spillway.experiments._node_cpu.node_on_cores`) if given.
     Returns the run, what the ``rate`` producers sent (with ``from_s``, the feed time they
     started at), the topics and the node's config.
 
@@ -367,7 +390,7 @@ def _phase(
     topics = _topics(conn, tag)
     sinks = {q: f"{folder}/sink/{q}" for q in VALUES} if exact else None
     node = node_config(cfg, topics, conn, f"{folder}/{tag}", sinks=sinks)
-    warm = _producers(conn, topics, WARM_RATE, cfg.seed + 100)
+    warm = _producers(conn, topics, WARM_RATE, cfg.seed + 100, home=home)
     feeding: list[Producers] = []
     started: list[float] = []
 
@@ -375,7 +398,7 @@ def _phase(
         if not feeding:  # the node is warm: the load starts now
             warm.stop()
             started.append(t)
-            feeding.append(_producers(conn, topics, rate, cfg.seed, pattern))
+            feeding.append(_producers(conn, topics, rate, cfg.seed, pattern, home))
         feeding[0].check()
 
     try:
@@ -409,34 +432,46 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
     from spillway.testing import running_broker
 
     spark = spark if spark is not None else experiment_spark(cfg.master)
-    out: dict[str, Any] = {}
-    with running_broker() as state, tempfile.TemporaryDirectory() as tmp:
+    cores = cfg.node_cpu if cfg.node_cpu is not None and find_controller() is not None else None
+    if cores != cfg.node_cpu:
+        report("kafka-overload: no writable cgroup CPU controller here: the node shares the "
+               "machine's cores with the broker and the producers")  # fmt: skip
+    out: dict[str, Any] = {"node_cpu": cores}
+    # the broker starts before the node enters its group: it is input, like the producers
+    with (
+        running_broker() as state,
+        node_on_cores(spark, cores) as home,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         conn = state.connection()
         report(f"kafka-overload: capacity, producers at {PROBE_RATE:,.0f} tuples/s")
         probe, sent, _, _ = _phase(cfg, conn, spark, tmp, "probe", PROBE_RATE, cfg.probe_s,
-                                   keep_all=True)  # fmt: skip
+                                   keep_all=True, home=home)  # fmt: skip
         out["probe_producers"] = sent
         first = _capacity(probe, sent["from_s"], cfg.trigger_s, "first capacity")
         out["capacity_probe_tuples_per_s"] = first
-        report(f"kafka-overload: capacity again, producers at {cfg.level:g}x {first:,.0f}")
+        report(f"kafka-overload: capacity while shedding, producers at {cfg.level:g}x "
+               f"{first:,.0f}")  # fmt: skip
         loaded, sent, _, _ = _phase(cfg, conn, spark, tmp, "loaded", cfg.level * first,
-                                    cfg.probe_s, keep_all=True)  # fmt: skip
+                                    cfg.probe_s, home=home)  # fmt: skip
         out["loaded_producers"] = sent
-        fallback = _capacity(loaded, sent["from_s"], cfg.trigger_s, "loaded capacity")
-        out["capacity_loaded_rows_per_batch_s"] = fallback
-        runs = ((probe, out["probe_producers"]["from_s"]), (loaded, sent["from_s"]))
-        fit = operating_capacity(
-            [b for r, t in runs for bs in _loaded(r, t, cfg.trigger_s).values() for b in bs],
-            cfg.trigger_s, fallback, cfg.headroom,
+        settled = sent["from_s"] + cfg.probe_s / 2  # its cost model has met the load
+        capacity = _capacity(loaded, settled, cfg.trigger_s, "shedding capacity")
+        durations = [b["duration_s"] for bs in _loaded(loaded, settled, cfg.trigger_s).values()
+                     for b in bs]  # fmt: skip
+        out.update(
+            capacity_tuples_per_s=capacity,
+            capacity_method="rows over batch time while shedding",
+            capacity_batch_s=float(np.mean(durations)),  # beside the budget: headroom x trigger
+            capacity_batches=len(durations),
         )  # fmt: skip
-        out.update(fit)
-        capacity = fit["capacity_tuples_per_s"]
         rate = cfg.level * capacity
         report(f"kafka-overload: {_steps_text(cfg)} of {capacity:,.0f} tuples/s, "
                f"{cfg.duration_s:g} s")  # fmt: skip
         lr, out["producers"], topics, node = _phase(cfg, conn, spark, tmp, "run", rate,
                                                     cfg.duration_s, exact=True,
-                                                    pattern=rate_pattern(cfg))  # fmt: skip
+                                                    pattern=rate_pattern(cfg),
+                                                    home=home)  # fmt: skip
         out["asked_rate"] = rate
         start = out["producers"]["from_s"] + cfg.warmup_s
         load = measured_overload(lr, from_s=start)
@@ -606,14 +641,13 @@ def analyse(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> Analysis:
         "decision_overload_min": float(np.min(seen)) if seen.size else math.nan,
         "decision_overload_median": float(np.median(seen)) if seen.size else math.nan,
         "decision_overload_max": float(np.max(seen)) if seen.size else math.nan,
+        "node_cpu": measured.get("node_cpu"),
         "capacity_probe_tuples_per_s": measured.get("capacity_probe_tuples_per_s"),
         "probe_producers": measured.get("probe_producers"),
-        "capacity_loaded_rows_per_batch_s": measured.get("capacity_loaded_rows_per_batch_s"),
         "capacity_tuples_per_s": measured.get("capacity_tuples_per_s"),
         "capacity_method": measured.get("capacity_method"),
-        "fixed_s": measured.get("fixed_s"),
-        "per_row_s": measured.get("per_row_s"),
-        "span": measured.get("span"),
+        "capacity_batch_s": measured.get("capacity_batch_s"),
+        "capacity_batches": measured.get("capacity_batches"),
         "loaded_producers": measured.get("loaded_producers"),
         "asked_rate": measured.get("asked_rate"),
         "producers": measured.get("producers"),
@@ -739,24 +773,39 @@ def _setup(cfg: KafkaOverloadConfig, measured: Mapping[str, Any]) -> str:
         f"`dropoffs`), {cfg.trigger_s:g} s windows = trigger; three topics of {PARTITIONS} "
         f"partitions fed by `spillway produce --feed taxi`, their combined rate "
         f"{_steps_text(cfg)} of the capacity "
-        f"({cap:,.0f} tuples/s, {measured.get('capacity_method', 'fit')}: the rate whose batch "
-        f"fills the headroom of {measured.get('span', 1)} trigger(s), from fixed cost {num(measured.get('fixed_s', math.nan))} s and "
-        f"{num(measured.get('per_row_s', math.nan))} s a row fitted over the batches of two "
-        f"keep-all runs, producers at {PROBE_RATE:,.0f} and at {cfg.level:g}x the "
-        f"{first:,.0f} rows over batch time of the first) together; the arrivals between two "
+        f"({cap:,.0f} tuples/s: rows over batch time of a node shedding with {cfg.policy}, "
+        f"its {measured.get('capacity_batches', 0)} batches over the second half of a "
+        f"{cfg.probe_s:g} s run, {num(measured.get('capacity_batch_s', math.nan))} s each on "
+        f"average against a budget of {num(cfg.headroom * cfg.trigger_s)} s, with producers at "
+        f"{cfg.level:g}x the {first:,.0f} rows over batch time of a keep-all run at "
+        f"{PROBE_RATE:,.0f} tuples/s) together; the arrivals between two "
         f"of the node's measured decisions were {_overload_range(measured)} the capacity; "
         f"{cfg.duration_s:g} s once warm, the first {cfg.warmup_s:g} s not measured; exact "
         f"answers of the windows of the last {cfg.exact_span_s:g} s the node's finished "
         f"micro-batches had closed when it stopped (at feed time "
         f"{num(measured.get('stopped_s', math.nan))} s; per query the span scored is in the "
-        f"table); results to one Parquet folder per query."
+        f"table); results to one Parquet folder per query; {_cores(measured.get('node_cpu'))}."
     )
+
+
+def _cores(node_cpu: float | None) -> str:
+    """Whose cores the node ran on.
+
+    >>> print(_cores(1.5))  # doctest: +NORMALIZE_WHITESPACE
+    the node (the driver's process and the Spark JVM) on a cgroup CPU quota of 1.5 cores,
+    the broker and the producers outside it
+    """
+    if node_cpu is None:
+        return "the node shared the machine's cores with the broker and the producers"
+    return (f"the node (the driver's process and the Spark JVM) on a cgroup CPU quota of "
+            f"{num(node_cpu)} cores, the broker and the producers outside it")  # fmt: skip
 
 
 _NOTES = (
     "- Spark micro-batches on one 2-core machine that also runs the broker and the producers, "
-    "not THEMIS's engine: the capacity is measured with all of them running, the second time "
-    "with the producers near the run's rate.\n"
+    "not THEMIS's engine: the node has its own CPU quota (`node_cpu`), but shares the "
+    "machine's memory, caches and loopback network with its input; the capacity is measured "
+    "with all of them running, the second time with the producers near the run's rate.\n"
     "- The taxi feed is a synthetic stand-in for the NYC taxi data (routes and fares).\n"
     "- Window SIC here is the result's SIC mass over the exact answer's (the keep-all read "
     "spreads a lane's mass evenly over its tuples), not the node's Eq. 4 account."

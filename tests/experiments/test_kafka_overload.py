@@ -151,7 +151,8 @@ def test_the_window_error_counts_a_missing_route_as_1_and_compares_sic_mass():
      ({"trigger_s": 0}, "trigger_s"),
      ({"steps": (1.5, 4.0)}, r"steps \[1.5, 4.0\] have mean 2.75, not the level 3"),
      ({"steps": (3.0, -1.0, 7.0)}, r"steps\[1\] must be a finite number > 0"),
-     ({"step_s": 0}, "step_s")],
+     ({"step_s": 0}, "step_s"),
+     ({"node_cpu": 0}, "node_cpu must be a number of cores > 0")],
 )  # fmt: skip
 def test_bad_settings_are_refused(kw, match):
     with pytest.raises(ConfigError, match=match):
