@@ -426,6 +426,34 @@ def _capacity(run: LevelRun, from_s: float, trigger_s: float, what: str) -> floa
     return capacity
 
 
+def shedding_capacity(run: LevelRun, settled_s: float, trigger_s: float) -> dict[str, Any]:
+    """The capacity of a node that sheds: its rows over batch time over the batches decided
+    after feed time ``settled_s`` (once its cost model has met the load, its controller fills
+    the headroom of each batch: the operating point), with their count and mean duration (to
+    set beside the budget, headroom x trigger).
+
+    >>> lr = LevelRun(results=pd.DataFrame(), exact=None, ticks=pd.DataFrame(), history=[],
+    ...               until_s=0.0, epoch_s=0.0, ready_s=0.0, wall_s=0.0,
+    ...               batches={"p": [{"rows": 90_000, "duration_s": 3.0, "boundary": 1}]
+    ...                             + [{"rows": 30_000, "duration_s": 1.5, "boundary": b}
+    ...                                for b in (10, 11)]})
+    >>> shedding_capacity(lr, settled_s=10.0, trigger_s=2.0)  # batches decided after 10 s
+    {'capacity_tuples_per_s': 20000.0, 'capacity_method': 'rows over batch time while shedding', 'capacity_batch_s': 1.5, 'capacity_batches': 2}
+
+    Raises
+    ------
+    SpillwayError
+        No batch was decided after ``settled_s``.
+    """
+    durations = [b["duration_s"] for bs in _loaded(run, settled_s, trigger_s).values() for b in bs]
+    return {
+        "capacity_tuples_per_s": _capacity(run, settled_s, trigger_s, "shedding capacity"),
+        "capacity_method": "rows over batch time while shedding",
+        "capacity_batch_s": float(np.mean(durations)),
+        "capacity_batches": len(durations),
+    }
+
+
 def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
     """Capacity (twice), the run with its exact answers, and the restart (module docstring)."""
     from spillway.experiments._kafka_replay import restart
@@ -455,16 +483,8 @@ def measure(cfg: KafkaOverloadConfig, spark: Any = None) -> dict[str, Any]:
         loaded, sent, _, _ = _phase(cfg, conn, spark, tmp, "loaded", cfg.level * first,
                                     cfg.probe_s, home=home)  # fmt: skip
         out["loaded_producers"] = sent
-        settled = sent["from_s"] + cfg.probe_s / 2  # its cost model has met the load
-        capacity = _capacity(loaded, settled, cfg.trigger_s, "shedding capacity")
-        durations = [b["duration_s"] for bs in _loaded(loaded, settled, cfg.trigger_s).values()
-                     for b in bs]  # fmt: skip
-        out.update(
-            capacity_tuples_per_s=capacity,
-            capacity_method="rows over batch time while shedding",
-            capacity_batch_s=float(np.mean(durations)),  # beside the budget: headroom x trigger
-            capacity_batches=len(durations),
-        )  # fmt: skip
+        out.update(shedding_capacity(loaded, sent["from_s"] + cfg.probe_s / 2, cfg.trigger_s))
+        capacity = out["capacity_tuples_per_s"]
         rate = cfg.level * capacity
         report(f"kafka-overload: {_steps_text(cfg)} of {capacity:,.0f} tuples/s, "
                f"{cfg.duration_s:g} s")  # fmt: skip
@@ -826,4 +846,12 @@ def run(config: KafkaOverloadConfig, out_dir: Path | str) -> dict[str, Any]:
     return EXPERIMENT.run(config, out_dir)
 
 
-__all__ = ["EXPERIMENT", "KafkaOverloadConfig", "make_config", "measure", "analyse", "run"]
+__all__ = [
+    "EXPERIMENT",
+    "KafkaOverloadConfig",
+    "analyse",
+    "make_config",
+    "measure",
+    "run",
+    "shedding_capacity",
+]

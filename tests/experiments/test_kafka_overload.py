@@ -9,12 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spillway.errors import ConfigError
+from spillway.errors import ConfigError, SpillwayError
+from spillway.experiments._spark_runs import LevelRun
 from spillway.experiments.kafka_overload import (
     EXPERIMENT,
     KafkaOverloadConfig,
     checks,
     make_config,
+    shedding_capacity,
     window_errors,
 )
 
@@ -157,3 +159,22 @@ def test_the_window_error_counts_a_missing_route_as_1_and_compares_sic_mass():
 def test_bad_settings_are_refused(kw, match):
     with pytest.raises(ConfigError, match=match):
         KafkaOverloadConfig(**kw)
+
+
+def test_the_shedding_capacity_counts_only_the_batches_decided_once_settled():
+    """The capacity is rows over batch time of the batches decided after the settle time: the
+    first batches of a load (sized by a cost model that has not met it yet) are left out, and a
+    run with none after it is an error, not a capacity."""
+
+    def run(batches):
+        return LevelRun(results=pd.DataFrame(), exact=None, ticks=pd.DataFrame(), history=[],
+                        until_s=0.0, epoch_s=0.0, ready_s=0.0, wall_s=0.0,
+                        batches={"user": batches})  # fmt: skip
+
+    early = [{"rows": 400_000, "duration_s": 4.0, "boundary": b} for b in (5, 6)]
+    late = [{"rows": 50_000, "duration_s": 1.6, "boundary": b} for b in range(11, 21)]
+    got = shedding_capacity(run(early + late), settled_s=20.0, trigger_s=2.0)
+    assert got["capacity_tuples_per_s"] == pytest.approx(50_000 / 1.6)
+    assert got["capacity_batches"] == 10 and got["capacity_batch_s"] == pytest.approx(1.6)
+    with pytest.raises(SpillwayError, match="shedding capacity run processed no measured batch"):
+        shedding_capacity(run(early), settled_s=20.0, trigger_s=2.0)
