@@ -3,11 +3,12 @@
 Every kind is one SQL text (:attr:`QueryKind.sql`) over ``{rows}``: the rows of the spillway
 source of all logical queries of that kind (told apart by ``query_id``) with their tumbling
 ``window_start = floor(event_ts / window_s) * window_s`` (aligned with the micro-batches). It
-gives the kind's result rows, ``query_id, window_start, key, rank, value``, and nothing about
-SIC: every kind, like a user's query (:mod:`spillway.spark.user`), is one operator firing per
-(query, window), and its result rows share the SIC of the firing's input rows equally (THEMIS
-Eq. 3; :mod:`spillway.spark.statement`, which also puts all the kinds of a plan into one
-statement). The same statement serves a node's sink and :meth:`QueryKind.apply` (exact answers,
+gives the kind's result rows, ``query_id, window_start, key, rank, value``, each with its
+firing's totals (``sic``, ``n_in``, ``last_arrival_ts``: the window's input SIC, input rows and
+last arrival), and no SIC of its own: every kind, like a user's query
+(:mod:`spillway.spark.user`), is one operator firing per (query, window), and its result rows
+share the SIC of the firing's input rows equally (THEMIS Eq. 3; :mod:`spillway.spark.statement`,
+which also puts all the kinds of a plan into one statement). The same statement serves a node's sink and :meth:`QueryKind.apply` (exact answers,
 tests). Result columns (:data:`RESULT_COLUMNS`, the contract every query kind keeps):
 
 ==================  =========  =============================================================
@@ -101,9 +102,15 @@ from pyspark.sql import functions as F
 
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.spark.statement import (
+    FIRING_STATS,
+    FIRING_SUMS,
+    FIRING_TOTALS,
+    FIRING_WINDOW,
+    PARTIAL_SUMS,
     RESULT_COLUMNS,
     RESULT_TYPES,
     TIME_COLUMNS,
+    grouped_sql,
     kinds_sql,
     share_firings,
 )
@@ -134,20 +141,23 @@ _NO_KEY = "CAST(NULL AS bigint) AS key"
 def _aggregate_sql(expr: str, by: str | None = None) -> str:
     """The SQL of a kind whose result is one aggregate per (query, window), or per (query,
     window, ``by``)."""
-    key, group = (f"{by} AS key", f", {by}") if by else (_NO_KEY, "")
+    if by is not None:
+        return grouped_sql("{rows}", expr, by)
     return (
-        f"SELECT query_id, window_start, {key}, 1 AS rank, {expr} AS value FROM {{rows}} "
-        f"GROUP BY query_id, window_start{group}"
+        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, {expr} AS value, {FIRING_STATS} "
+        "FROM {rows} GROUP BY query_id, window_start"
     )
 
 
 # COV: number each source's tuples of a window in arrival order, gather the i-th tuples of
 # sources 0 and 1 into one pair row, then take the pairs' sample covariance per window
-# (covar_samp skips a pair with a missing side).
+# (covar_samp skips a pair with a missing side). Every row of the window is in one pair row,
+# so the pair rows' partial sums add up to the firing's totals.
 _COV_SQL = (
-    f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, covar_samp(x, y) AS value FROM ("
+    f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, covar_samp(x, y) AS value, "
+    f"{FIRING_SUMS} FROM ("
     "SELECT query_id, window_start, pair, max(CASE WHEN source_id = 0 THEN value END) AS x, "
-    "max(CASE WHEN source_id = 1 THEN value END) AS y FROM ("
+    f"max(CASE WHEN source_id = 1 THEN value END) AS y, {PARTIAL_SUMS} FROM ("
     "SELECT *, row_number() OVER (PARTITION BY query_id, window_start, source_id "
     "ORDER BY arrival_ts, event_ts, value, key) AS pair FROM {rows}) "
     "GROUP BY query_id, window_start, pair) GROUP BY query_id, window_start"
@@ -156,15 +166,20 @@ _COV_SQL = (
 # TOP-5: per machine the average CPU and free memory (the CQL plan's two group-bys and its join
 # on machine id, in one aggregation), the machines with enough free memory ranked by available
 # CPU (ties by lower machine id) with a window function over the firing (no join, so no
-# exchange: the batch is partitioned by query id), the first five kept.
+# exchange: the batch is partitioned by query id), the first five kept. Every machine is
+# ranked, the qualifying ones first, so the firing's totals come from all its rows, and a
+# firing where none qualifies keeps its first row as its firing (rank null).
 _TOP5_SQL = (
-    f"SELECT query_id, window_start, {_NO_KEY}, pos AS rank, CAST(key AS double) AS value FROM ("
-    "SELECT query_id, window_start, key, row_number() OVER (PARTITION BY query_id, window_start "
-    f"ORDER BY ({CPU_FULL_PERCENT!r} - cpu) DESC, key ASC) AS pos FROM ("
+    f"SELECT query_id, window_start, {_NO_KEY}, CASE WHEN ok THEN pos END AS rank, "
+    "CASE WHEN ok THEN CAST(machine AS double) END AS value, sic, n_in, last_arrival_ts FROM ("
+    "SELECT query_id, window_start, key AS machine, ok, row_number() OVER (PARTITION BY "
+    f"query_id, window_start ORDER BY ok DESC, ({CPU_FULL_PERCENT!r} - cpu) DESC, key ASC) AS "
+    f"pos, {FIRING_TOTALS} FROM ("
+    f"SELECT *, coalesce(cpu IS NOT NULL AND free >= {FREE_MEMORY_MIN_KB!r}, false) AS ok FROM ("
     "SELECT query_id, window_start, key, avg(CASE WHEN source_id % 2 = 0 THEN value END) AS cpu, "
-    "avg(CASE WHEN NOT (source_id % 2 = 0) THEN value END) AS free FROM {rows} "
-    "GROUP BY query_id, window_start, key) "
-    f"WHERE cpu IS NOT NULL AND free >= {FREE_MEMORY_MIN_KB!r}) WHERE pos <= {TOP_K}"
+    f"avg(CASE WHEN NOT (source_id % 2 = 0) THEN value END) AS free, {PARTIAL_SUMS} "
+    "FROM {rows} GROUP BY query_id, window_start, key)) "
+    f"{FIRING_WINDOW}) WHERE (ok AND pos <= {TOP_K}) OR pos = 1"
 )
 
 
@@ -182,9 +197,13 @@ class QueryKind:
     rows_per_window : result rows per (query, window) when enough input survives; per group
         present in the window when ``grouped``.
     sql : the query, written once: SQL over ``{rows}`` (the rows of the kind's queries with the
-        source columns and ``window_start``) giving ``query_id, window_start, key, rank,
-        value``, one row per result; the SIC, input rows and last arrival of each result row
-        come from its firing (:func:`spillway.spark.statement.share_firings`, THEMIS Eq. 3).
+        source columns and ``window_start``) giving :data:`RESULT_COLUMNS`, one row per result
+        (``rank`` set), each carrying its firing's totals in ``sic``, ``n_in`` and
+        ``last_arrival_ts`` (the window's summed input SIC, input rows and last arrival), and
+        one row with ``rank`` null for a firing without a result; each result row's SIC is
+        then its share of its firing's (:func:`spillway.spark.statement.share_firings`, THEMIS
+        Eq. 3). Carrying the totals spares the statement an aggregation of its own for the
+        firings, which would read the batch a second time (one Spark job a batch, not two).
     aggregate : for a kind whose result is one aggregate per (query, window) (or per group,
         with ``group_by``), that aggregate over the rows (``sql`` is then derived from it); a
         plan computes all the ungrouped ones in one aggregation, and such a kind's rows carry
@@ -221,9 +240,10 @@ class QueryKind:
             )
 
     def __call__(self, rows: DataFrame) -> DataFrame:
-        """The kind as a user query's function (:mod:`spillway.spark.user`): its :attr:`sql`
-        over ``rows`` (one query's rows, or several told apart by ``query_id``), result rows
-        without SIC; the user path gives them their SIC by the same firing rule.
+        """The kind as a user query's function (:mod:`spillway.spark.user`): the result rows of
+        its :attr:`sql` over ``rows`` (one query's rows, or several told apart by
+        ``query_id``), ``query_id, window_start, key, rank, value``, without SIC; the user path
+        gives them their SIC by the same firing rule.
 
         Examples
         --------
@@ -241,7 +261,8 @@ class QueryKind:
         """
         one = "query_id" not in rows.columns
         out = rows.sparkSession.sql(
-            self.sql, rows=rows.withColumn("query_id", F.lit(0)) if one else rows
+            f"SELECT {', '.join(RESULT_COLUMNS[:5])} FROM ({self.sql}) WHERE rank IS NOT NULL",
+            rows=rows.withColumn("query_id", F.lit(0)) if one else rows,
         )
         return out.drop("query_id") if one else out
 

@@ -24,9 +24,10 @@ the least per batch:
    made) computes every kind: each kind's SQL (:attr:`~spillway.spark.queries.QueryKind.sql`,
    the kind's one implementation) over ``query_id IN (its ids)``, the kinds whose result is one
    aggregate per (query, window) (AVG, MAX, COUNT, AVG-all) fused into one aggregation,
-   GROUP-AVG one aggregation per group carrying its firing's totals, and one aggregation giving
-   the firings (input SIC, rows, last arrival per query and window) of TOP-5, COV and the user
-   queries; the parts unioned, collected in ONE job; then the batch is unpersisted. The
+   TOP-5, COV and GROUP-AVG each their own SQL whose rows carry their firing's totals (input
+   SIC, rows, last arrival per query and window), and one aggregation giving the firings of
+   the user queries; the parts unioned, collected in ONE job; then the batch is unpersisted
+   (a plan of one kind is one part: nothing to persist, one job reads the source). The
    result rows get their SIC from their firing in pandas
    (:func:`~spillway.spark.statement.share_firings`, THEMIS Eq. 3), by the same rule as a
    user query's rows.

@@ -8,11 +8,13 @@ columns plus ``window_start``). :func:`kinds_sql` puts the kinds of a plan into 
 - the kinds whose result is one aggregate per (query, window) (AVG, MAX, COUNT, AVG-all: a
   :attr:`~spillway.spark.queries.QueryKind.aggregate`) share ONE aggregation that picks the
   aggregate by query id; each of its rows is a result and its window's firing at once;
-- a grouped aggregate (GROUP-AVG) is one aggregation per group whose rows carry their firing's
-  totals (window functions over the query and window);
-- every other kind's SQL gives its result rows over its queries' rows, and one aggregation over
-  those queries' rows (and over ``firing_ids``: the plan's user queries) gives one firing row per
-  (query, window): the window's summed input SIC, its input rows and its last arrival.
+- every other kind's SQL (:attr:`~spillway.spark.queries.QueryKind.sql`: TOP-5, COV, the
+  grouped aggregate GROUP-AVG) gives its result rows, each carrying its firing's totals (the
+  window's summed input SIC, input rows and last arrival: partial sums per group of the
+  kind's own grouping, added up over the firing), and a row with ``rank`` null for a firing
+  without a result; so a plan of one kind is one part, one read of the batch;
+- one aggregation over the rows of ``firing_ids`` (the plan's user queries, whose results
+  come from their own functions) gives one firing row per (query, window).
 
 A statement row is a result when its ``rank`` is set and a firing when its ``n_in`` is set.
 :func:`share_firings` then gives every result row its SIC by the one rule of THEMIS Eq. 3 for a
@@ -128,8 +130,8 @@ def windowed(view: str, ids: Sequence[int], us: str) -> str:
     return f"(SELECT *, timestamp_micros({t} - pmod({t}, {us})) AS window_start FROM {view}{where})"
 
 
-def _firing_stats() -> str:
-    return "sum(sic) AS sic, count(1) AS n_in, max(arrival_ts) AS last_arrival_ts"
+#: A firing's totals over its input rows: summed input SIC, input rows, last arrival.
+FIRING_STATS = "sum(sic) AS sic, count(1) AS n_in, max(arrival_ts) AS last_arrival_ts"
 
 
 def _aggregates_sql(view: str, aggregates: Mapping[str, Sequence[int]], us: str) -> str:
@@ -147,38 +149,46 @@ def _aggregates_sql(view: str, aggregates: Mapping[str, Sequence[int]], us: str)
     ids = [i for v in aggregates.values() for i in v]
     return (
         "SELECT query_id, window_start, CAST(NULL AS bigint) AS key, 1 AS rank, "
-        f"{value} AS value, {_firing_stats()} FROM {windowed(view, ids, us)} "
+        f"{value} AS value, {FIRING_STATS} FROM {windowed(view, ids, us)} "
         "GROUP BY query_id, window_start"
     )
 
 
-def _grouped_sql(rows: str, expr: str, by: str) -> str:
-    # One row per group with the group's totals, then the firing's totals on every group row
-    # by window functions over (query, window): no aggregation of its own for the firings, no
-    # exchange beyond the batch's repartition by query id.
+#: A group of a firing's input rows, summed so that its firing's totals can be added up from
+#: its groups (a query kind's SQL groups its rows once, then adds the groups up: by
+#: :data:`FIRING_SUMS` in an aggregation over the firing, by :data:`FIRING_TOTALS` on every row).
+PARTIAL_SUMS = "sum(sic) AS s, count(1) AS n, max(arrival_ts) AS l"
+#: A firing's totals from its groups' :data:`PARTIAL_SUMS`, grouped by query and window.
+FIRING_SUMS = "sum(s) AS sic, sum(n) AS n_in, max(l) AS last_arrival_ts"
+#: The same on every group row, by window functions over the firing :data:`FIRING_WINDOW`.
+FIRING_TOTALS = "sum(s) OVER f AS sic, sum(n) OVER f AS n_in, max(l) OVER f AS last_arrival_ts"
+#: The window ``f`` of :data:`FIRING_TOTALS`: one firing (query, window).
+FIRING_WINDOW = "WINDOW f AS (PARTITION BY query_id, window_start)"
+
+
+def grouped_sql(rows: str, expr: str, by: str) -> str:
+    """The SQL of an aggregate ``expr`` per (query, window, ``by``) over ``rows``: one row per
+    group with the group's totals, then the firing's totals on every group row by window
+    functions over (query, window): no aggregation of its own for the firings, no exchange
+    beyond the batch's repartition by query id.
+
+    >>> "GROUP BY query_id, window_start, key" in grouped_sql("{rows}", "avg(value)", "key")
+    True
+    """
     groups = (
-        f"(SELECT query_id, window_start, {by} AS key, {expr} AS value, sum(sic) AS s, "
-        f"count(1) AS n, max(arrival_ts) AS l FROM {rows} GROUP BY query_id, window_start, {by})"
+        f"(SELECT query_id, window_start, {by} AS key, {expr} AS value, {PARTIAL_SUMS} "
+        f"FROM {rows} GROUP BY query_id, window_start, {by})"
     )
     return (
-        "SELECT query_id, window_start, key, 1 AS rank, value, sum(s) OVER f AS sic, "
-        f"sum(n) OVER f AS n_in, max(l) OVER f AS last_arrival_ts FROM {groups} "
-        "WINDOW f AS (PARTITION BY query_id, window_start)"
-    )
-
-
-def _results_sql(sql: str) -> str:
-    return (
-        "SELECT query_id, window_start, key, rank, value, CAST(NULL AS double) AS sic, "
-        "CAST(NULL AS bigint) AS n_in, CAST(NULL AS timestamp) AS last_arrival_ts "
-        f"FROM ({sql})"
+        f"SELECT query_id, window_start, key, 1 AS rank, value, {FIRING_TOTALS} FROM {groups} "
+        f"{FIRING_WINDOW}"
     )
 
 
 def _firings_sql(rows: str) -> str:
     return (
         "SELECT query_id, window_start, CAST(NULL AS bigint) AS key, CAST(NULL AS int) AS rank, "
-        f"CAST(NULL AS double) AS value, {_firing_stats()} FROM {rows} "
+        f"CAST(NULL AS double) AS value, {FIRING_STATS} FROM {rows} "
         "GROUP BY query_id, window_start"
     )
 
@@ -246,23 +256,17 @@ def kinds_sql(
     else:
         windows = window_us(window_s)
     aggregates: dict[str, list[int]] = {}
-    parts, fired, own_sql = [], [int(i) for i in firing_ids], False
+    parts, fired = [], [int(i) for i in firing_ids]
     for name, ids in kinds.items():
         kind = query_kind(name)
         if kind.aggregate is not None and kind.group_by is None:
             aggregates.setdefault(kind.aggregate, []).extend(ids)
-        elif kind.aggregate is not None and kind.group_by is not None:
-            rows = windowed(view, ids, window_us_sql(ids, windows))
-            parts.append(_grouped_sql(rows, kind.aggregate, kind.group_by))
-        else:
-            rows = windowed(view, ids, window_us_sql(ids, windows))
-            parts.append(_results_sql(kind.sql.format(rows=rows)))
-            fired += ids
-            own_sql = True
+        else:  # its rows carry their firing's totals (QueryKind.sql)
+            parts.append(kind.sql.format(rows=windowed(view, ids, window_us_sql(ids, windows))))
     if aggregates:
         agg_ids = [i for v in aggregates.values() for i in v]
         parts.insert(0, _aggregates_sql(view, aggregates, window_us_sql(agg_ids, windows)))
-    if fired or own_sql:
+    if fired:
         parts.append(_firings_sql(windowed(view, fired, window_us_sql(fired, windows))))
     return " UNION ALL ".join(_typed(p) for p in parts)
 

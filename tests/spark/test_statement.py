@@ -62,10 +62,11 @@ def test_statement_errors():
 
 def test_every_non_aggregate_kind_and_user_query_has_its_firings_in_the_statement():
     sql = kinds_sql("b", {"avg": [0], "cov": [1], "group_avg": [2]}, 1.0, firing_ids=[7])
-    # the aggregate parts (avg; group_avg, per group) carry their firings; cov's and the user
-    # query's firings come from one aggregation over their rows
-    assert sql.count(" UNION ALL ") == 3 and "query_id IN (7, 1))" in sql
-    # a plan of one grouped aggregate runs one part: no firing aggregation, nothing to persist
-    assert " UNION ALL " not in kinds_sql("b", {"group_avg": ()}, 1.0)
+    # every built-in kind's rows carry their firings; the user query's firings come from one
+    # aggregation over its rows
+    assert sql.count(" UNION ALL ") == 3 and "query_id IN (7))" in sql
+    # a plan of one kind runs one part: no firing aggregation, nothing to persist
+    for kind in ("group_avg", "top5", "cov"):
+        assert " UNION ALL " not in kinds_sql("b", {kind: ()}, 1.0)
     only_user = kinds_sql("b", {}, {7: 0.5}, firing_ids=[7])
     assert " UNION ALL " not in only_user and "500000" in only_user
