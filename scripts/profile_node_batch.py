@@ -4,8 +4,9 @@ Runs the ``stw-validation`` node (10 TOP-5 queries, 4,000 tuples/s in all, nothi
 ``local[2]`` for ``--duration`` seconds with Spark's UI on loopback, then prints the medians of
 Spark's own phases of the last ``--batches`` micro-batches (``durationMs``: ``addBatch`` is the
 ``foreachBatch`` sink, ``walCommit``/``commitOffsets`` the checkpoint's offset and commit logs)
-and of each Spark job's duration by its place in the batch (the job that reads the source and
-persists the batch, then the statement's job), from the UI's REST API.
+and of the Spark jobs those batches ran, by their number of stages (a plan of one kind runs
+one job a batch: it reads the source and runs the statement; a plan that persists its batch
+runs a job that reads and persists it, then the statement's), from the UI's REST API.
 
     flock /tmp/spillway-heavy.lock .venv/bin/python scripts/profile_node_batch.py --trigger 0.5
 """
@@ -65,7 +66,8 @@ def main() -> None:
     print(f"trigger {args.trigger:g} s, {len(progress)} batches (medians, ms):")
     for k in phases:
         print(f"  {k:>18} {statistics.median(p['durationMs'].get(k, 0) for p in progress):8.0f}")
-    done = [j for j in jobs if j.get("completionTime")][-2 * args.batches :]
+    since = _seconds(progress[0]["timestamp"].rstrip("Z")) if progress else 0.0
+    done = [j for j in jobs if j.get("completionTime") and _seconds(j["submissionTime"]) >= since]
     by_stages: dict[int, list[float]] = {}
     for j in done:
         d = _seconds(j["completionTime"]) - _seconds(j["submissionTime"])

@@ -112,10 +112,14 @@ class StwValidationConfig:
         measure it.
     warmup_s : SIC samples within this long after the node settled (:func:`settled_time`)
         are not used (nor any whose STW reaches back before it).
-    warm_session : first stream a throwaway node for a moment, so that Spark's Python
-        workers are up before either STW's run: otherwise the first run starts cold (tens of
+    warm_session : first stream a throwaway node for ``warm_s`` seconds in the same Spark
+        session, so that Spark's Python workers are up and its JVM has compiled the batch's
+        hot code before either STW's run: otherwise the first run starts cold (tens of
         seconds on a loaded machine), piles up a backlog of windows and works it off during
-        its sampled STWs, which then hold more than one STW of results.
+        its sampled STWs, which then hold more than one STW of results; and after a 1 s warm
+        node the first run's results still came 1-2 s after their windows for its whole
+        30 s (quick run, 2026-11-29), while the second run's came 0.5 s after.
+    warm_s : how long the throwaway node streams.
     trigger_s : shedding interval = trigger = the queries' window (THEMIS: 250 ms). The
         paper's STW rule loses about ``lag / STW`` of SIC, and the result lag is about half a
         trigger plus a micro-batch, or 1.5 micro-batches once batches outlast the trigger
@@ -134,6 +138,7 @@ class StwValidationConfig:
     capacity_factor: float | None = 10.0
     warmup_s: float = 10.0
     warm_session: bool = True
+    warm_s: float = 30.0
     trigger_s: float = 0.5
     seed: int = 0
     master: str = "local[2]"
@@ -150,6 +155,7 @@ class StwValidationConfig:
             check_positive("capacity_factor", self.capacity_factor)
         check_positive("trigger_s", self.trigger_s)
         check_positive("warmup_s", self.warmup_s, allow_zero=True)
+        check_positive("warm_s", self.warm_s)
         if not isinstance(self.warm_session, bool):
             raise ConfigError(f"warm_session must be True or False, got {self.warm_session!r}")
         for r in runs:
@@ -480,7 +486,11 @@ def run_stws(config: StwValidationConfig, spark: Any = None) -> dict[str, Any]:
     from spillway.policies import make_policy
 
     spark = spark if spark is not None else experiment_spark(config.master)
-    warm = [StwRun(stw_s=config.runs[0].stw_s, duration_s=1.0)] if config.warm_session else []
+    warm = (
+        [StwRun(stw_s=config.runs[0].stw_s, duration_s=config.warm_s)]
+        if config.warm_session
+        else []
+    )
     stats, ticks, windows = [], [], []
     for r in [*warm, *config.runs]:
         node = node_config(config, r)
@@ -649,7 +659,8 @@ def _setup(config: StwValidationConfig, stw: Sequence[Mapping[str, Any]]) -> str
         "past its first micro-batches; `settled_s`: the first tick from then on whose result "
         "lag is at most the run's median lag, i.e. the start-up backlog worked off)"
         + (
-            " after a throwaway node had started Spark's Python workers"
+            f" after a throwaway node had streamed for {config.warm_s:g} s (Spark's Python "
+            "workers started, its JVM's hot code compiled)"
             if config.warm_session
             else ""
         )

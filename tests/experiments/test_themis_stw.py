@@ -20,6 +20,7 @@ from spillway.experiments import stw_validation as sv
         ({"rate": 0.0}, "rate must be a finite number > 0"),
         ({"capacity_factor": -1.0}, "capacity_factor must be a finite number > 0"),
         ({"warmup_s": 500.0}, "warmup_s .* must be below every run's duration_s"),
+        ({"warm_s": 0.0}, "warm_s must be a finite number > 0"),
         ({"seed": -2}, "seed must be a non-negative int"),
     ],
 )
