@@ -486,13 +486,8 @@ def run_stws(config: StwValidationConfig, spark: Any = None) -> dict[str, Any]:
     from spillway.policies import make_policy
 
     spark = spark if spark is not None else experiment_spark(config.master)
-    warm = (
-        [StwRun(stw_s=config.runs[0].stw_s, duration_s=config.warm_s)]
-        if config.warm_session
-        else []
-    )
-    stats, ticks, windows = [], [], []
-    for r in [*warm, *config.runs]:
+
+    def stream(r: StwRun) -> tuple[NodeConfig, float, Any]:
         node = node_config(config, r)
         rate = sum(q.rate * q.n_sources for q in node.queries)
         factor = config.capacity_factor
@@ -503,8 +498,13 @@ def run_stws(config: StwValidationConfig, spark: Any = None) -> dict[str, Any]:
             policy=make_policy("balance-sic", seed=config.seed),
             capacity_tuples_per_s=None if factor is None else factor * rate,
         )
-        if r in warm:
-            continue  # only there to start Spark's Python workers
+        return node, rate, lr
+
+    if config.warm_session:  # only there to warm Spark up: nothing of it is kept
+        stream(StwRun(stw_s=config.runs[0].stw_s, duration_s=config.warm_s))
+    stats, ticks, windows = [], [], []
+    for r in config.runs:
+        node, rate, lr = stream(r)
         window_s = node.queries[0].window_s
         win = window_table(
             lr.results,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -202,3 +203,32 @@ def test_report_without_the_result_table_says_so(tmp_path):
     assert "was not analysed" in report
     assert not (tmp_path / "windows.csv").exists()
     assert not (tmp_path / "stw_result_lag.png").exists()
+
+
+def test_every_configured_run_is_measured_after_the_warm_node(monkeypatch):
+    from spillway.experiments._spark_runs import TICK_COLUMNS, LevelRun
+
+    streamed = []
+
+    def fake_run_level(node, *, duration_s, **_):
+        streamed.append(duration_s)
+        ticks = pd.DataFrame(
+            [{c: 0.0 for c in TICK_COLUMNS} | {"t": t, "query": q.name, "sic": 1.0,
+                                              "kept_fraction": 1.0}
+             for t in (20.0, 21.0) for q in node.queries]
+        )  # fmt: skip
+        return LevelRun(results=pd.DataFrame(), exact=None, ticks=ticks, history=[],
+                        until_s=0.0, epoch_s=0.0, ready_s=1.0, wall_s=duration_s)  # fmt: skip
+
+    monkeypatch.setattr(sv, "run_level", fake_run_level)
+    # the warm node streams as long as the first run: that run is still measured
+    cfg = sv.StwValidationConfig(
+        runs=(sv.StwRun(stw_s=10.0, duration_s=30.0), sv.StwRun(stw_s=100.0, duration_s=150.0)),
+        warm_s=30.0,
+    )
+    got = sv.run_stws(cfg, spark=object())
+    assert streamed == [30.0, 30.0, 150.0]
+    assert [s["stw_s"] for s in got["stw"]] == [10.0, 100.0]
+    streamed.clear()
+    sv.run_stws(replace(cfg, warm_session=False), spark=object())
+    assert streamed == [30.0, 150.0]
