@@ -122,9 +122,10 @@ class StwValidationConfig:
     warm_s : how long the throwaway node streams.
     trigger_s : shedding interval = trigger = the queries' window (THEMIS: 250 ms). The
         paper's STW rule loses about ``lag / STW`` of SIC, and the result lag is about half a
-        trigger plus a micro-batch, or 1.5 micro-batches once batches outlast the trigger
-        (measured here: 0.5-0.6 s at 0.5 s, batches of 0.48 s; 0.25 s is no better, EXPERIMENTS.md
-        "STW validation").
+        trigger plus the time from a window's end to its result, and grows once batches
+        outlast the trigger (measured here at 0.5 s, one job a batch: 0.48-0.49 s when the
+        results came 0.37 s after their windows, 1.1 s when the batches ran 0.61 s apart;
+        0.25 s is no better: the batches outlast it; EXPERIMENTS.md "STW validation").
     seed : seed of feeds and policy.
     master : Spark master URL.
     """
