@@ -8,8 +8,9 @@ firing's totals (``sic``, ``n_in``, ``last_arrival_ts``: the window's input SIC,
 last arrival), and no SIC of its own: every kind, like a user's query
 (:mod:`spillway.spark.user`), is one operator firing per (query, window), and its result rows
 share the SIC of the firing's input rows equally (THEMIS Eq. 3; :mod:`spillway.spark.statement`,
-which also puts all the kinds of a plan into one statement). The same statement serves a node's sink and :meth:`QueryKind.apply` (exact answers,
-tests). Result columns (:data:`RESULT_COLUMNS`, the contract every query kind keeps):
+which also puts all the kinds of a plan into one statement). The same statement serves a
+node's sink and :meth:`QueryKind.apply` (exact answers, tests). Result columns
+(:data:`RESULT_COLUMNS`, the contract every query kind keeps):
 
 ==================  =========  =============================================================
 column              type       meaning
