@@ -103,7 +103,6 @@ from pyspark.sql import functions as F
 
 from spillway.errors import ConfigError, UnknownNameError
 from spillway.spark.statement import (
-    FIRING_STATS,
     FIRING_SUMS,
     FIRING_TOTALS,
     FIRING_WINDOW,
@@ -111,6 +110,7 @@ from spillway.spark.statement import (
     RESULT_COLUMNS,
     RESULT_TYPES,
     TIME_COLUMNS,
+    aggregate_sql,
     grouped_sql,
     kinds_sql,
     share_firings,
@@ -142,12 +142,7 @@ _NO_KEY = "CAST(NULL AS bigint) AS key"
 def _aggregate_sql(expr: str, by: str | None = None) -> str:
     """The SQL of a kind whose result is one aggregate per (query, window), or per (query,
     window, ``by``)."""
-    if by is not None:
-        return grouped_sql("{rows}", expr, by)
-    return (
-        f"SELECT query_id, window_start, {_NO_KEY}, 1 AS rank, {expr} AS value, {FIRING_STATS} "
-        "FROM {rows} GROUP BY query_id, window_start"
-    )
+    return aggregate_sql("{rows}", expr) if by is None else grouped_sql("{rows}", expr, by)
 
 
 # COV: number each source's tuples of a window in arrival order, gather the i-th tuples of

@@ -147,10 +147,19 @@ def _aggregates_sql(view: str, aggregates: Mapping[str, Sequence[int]], us: str)
             + " END"
         )
     ids = [i for v in aggregates.values() for i in v]
+    return aggregate_sql(windowed(view, ids, us), value)
+
+
+def aggregate_sql(rows: str, value: str) -> str:
+    """The SQL of one aggregate ``value`` per (query, window) over ``rows``: each row a result
+    and its firing at once.
+
+    >>> "GROUP BY query_id, window_start" in aggregate_sql("{rows}", "max(value)")
+    True
+    """
     return (
         "SELECT query_id, window_start, CAST(NULL AS bigint) AS key, 1 AS rank, "
-        f"{value} AS value, {FIRING_STATS} FROM {windowed(view, ids, us)} "
-        "GROUP BY query_id, window_start"
+        f"{value} AS value, {FIRING_STATS} FROM {rows} GROUP BY query_id, window_start"
     )
 
 
