@@ -901,6 +901,9 @@ class NodeController:
         self._paused = False
         self._resuming = False
         self._admit_all = False
+        #: The plans' costs the load managers measure the load at, once frozen
+        #: (:meth:`freeze_load_costs`); None: the costs fitted so far, at every decision.
+        self._load_costs: dict[str, Any] | None = None
         #: The load manager deciding the drop fraction (``config.load_control``), or None.
         self.load_control = (
             None
@@ -1384,7 +1387,7 @@ class NodeController:
         # an orphaned fragment's tuples are shed whatever the load (module docstring)
         offered = np.where(self._orphaned(tau)[self.lane_query], 0, count)
         capacity, cost, cap_tuples = self._capacity(offered)
-        est = self.cost_estimates()
+        est = self._load_costs if self._load_costs is not None else self.cost_estimates()
         backlog = Backlog(
             lane_query=pol_query,
             lane_source=self.lane_source,
@@ -2148,6 +2151,18 @@ class NodeController:
         """Current fitted cost (:class:`~spillway.control.CostEstimate`) of every plan."""
         with self._lock:
             return {n: estimate(st.cost) for n, st in self._plans.items()}
+
+    def freeze_load_costs(self) -> None:
+        """From now on the load managers (``load_control``, ``class_control``) measure the
+        load at the plans' costs fitted so far, not refitted: Pham's load coefficients (Eqs.
+        3.1-3.2), per-tuple CPU times, which a background job that takes the node's cores
+        does not change. The cost model fits executor wall time, so without this a job that
+        slows the batches raises the measured load and every manager sheds more on its own:
+        only the headroom ``H`` should have to follow a capacity the load does not show.
+        The budget of a node without a load manager, and every plan's cost model, are not
+        affected."""
+        with self._lock:
+            self._load_costs = self.cost_estimates()
 
     def cost_states(self) -> dict[str, CostModelState]:
         """Every plan's cost model state (picklable; see :meth:`set_cost_state`)."""

@@ -143,3 +143,68 @@ def test_measure_runs_every_scheme_at_the_rate_found_and_says_so(monkeypatch):
     assert [m for m, *_ in ran] == [m for m, _ in cfg.schemes]
     assert said[-1] == "load-managers: run 5 of 5 (aloma) done"
     assert said[1] == "load-managers: run 2 of 5 (ctrl H 0.8 (tuned)) done"
+
+
+@pytest.mark.parametrize(
+    ("load_costs", "background", "frozen"),
+    [("pre-job", True, [0.3]), ("fitted", True, []), ("pre-job", False, [])],
+)
+def test_the_load_costs_freeze_when_the_background_job_starts(
+    monkeypatch, load_costs, background, frozen
+):
+    """``_run_node`` (Spark and the burner replaced): with ``load_costs`` = pre-job a run with
+    the background job freezes its node's load costs at the job's start, feed time
+    ``background_start_s``; a rate run (no job) and a ``fitted`` run never do."""
+    import contextlib
+    import time
+
+    import spillway.spark.node as node_module
+
+    at = []
+
+    class _Controller:
+        load_control = type("LC", (), {"records": []})()
+
+        def __init__(self):
+            self.t0 = time.monotonic() - 0.1  # the node started 0.1 s into feed time
+
+        def feed_time(self):
+            return time.monotonic() - self.t0
+
+        def freeze_load_costs(self):
+            at.append(round(self.feed_time(), 1))
+
+    class _Node:
+        rate_scale = 1.0
+
+        def __init__(self, cfg, spark):
+            self.controller = _Controller()
+
+        def start(self):
+            pass
+
+        def history(self):
+            return []
+
+        def stop(self):
+            pass
+
+    class _Burner:
+        def __init__(self, schedule):
+            pass
+
+        def start(self, epoch):
+            return contextlib.nullcontext()
+
+        def cpu_seconds(self):
+            return 0.0
+
+    monkeypatch.setattr(node_module, "Node", _Node)
+    monkeypatch.setattr(lm, "BackgroundLoad", _Burner)
+    cfg = lm.LoadManagersConfig(duration_s=1.0, warmup_s=0.0, background_start_s=0.3,
+                                background_period_s=0.2, load_costs=load_costs)  # fmt: skip
+    node_cfg = cfg.node("aurora", {"capacity": 0.8})
+    lm._run_node(cfg, node_cfg, None, 0.5, background=background)
+    assert at == frozen
+    with pytest.raises(ConfigError, match="load_costs must be one of pre-job, fitted"):
+        lm.LoadManagersConfig(load_costs="cpu")

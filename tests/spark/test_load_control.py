@@ -209,3 +209,37 @@ def test_ctrl_counts_the_arrivals_it_has_not_decided_at_the_drop_in_effect():
     seen = queue - d1.drop * 1000  # the new arrivals at the drop in effect
     assert d2.estimated_delay_s == pytest.approx(0.002 * seen)  # c·q/H, c = L·T / arrived
     assert d2.estimated_delay_s < 0.002 * queue
+
+
+def _slowing(freeze: bool) -> tuple[dict, NodeController]:
+    """A controller under Aurora whose plan "avg" then runs six batches of 3 s each (a
+    background job slowing them), its load costs frozen before them or not."""
+    lc = LoadControlConfig(manager="aurora", target_intervals=2, settings={"capacity": 0.4})
+    costs = CostModelConfig(warmup_batches=0)
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, load_control=lc, cost_model=costs)
+    c = NodeController(cfg, _plans(), make_policy("uniform", seed=1), epoch_s=100.0)
+    start = c.initial_offset("avg")
+    c.latest_offset("max", c.initial_offset("max"))
+    off = c.latest_offset("avg", start)
+    if freeze:
+        c.freeze_load_costs()
+    frozen = c.cost_estimates()
+    for k in range(2, 8):
+        c.observe_batch("avg", rows=40, duration_s=3.0, end_offset=off, start_offset=start)
+        start = off
+        c.decide(k)
+        off = c.latest_offset("avg", start)
+    return frozen, c
+
+
+def test_frozen_load_costs_keep_the_load_when_batches_slow_down():
+    # Pham's load is per-tuple CPU time: a job that slows the batches leaves it as it was, and
+    # only the headroom has to follow. Fitted on wall time, the load rose with the batch time.
+    frozen, c = _slowing(freeze=True)
+    _, fitted = _slowing(freeze=False)
+    assert c.cost_estimates()["avg"].overhead_s > 2 * frozen["avg"].overhead_s  # refitted
+    rec = c.load_control.records[-1]
+    per_tuple = frozen["avg"].per_tuple_s + frozen["avg"].per_arrived_s
+    work = sum(e.overhead_s for e in frozen.values()) + per_tuple * rec["arrived"]
+    assert rec["load"] == pytest.approx(work / 1.0)
+    assert fitted.load_control.records[-1]["load"] > 2 * rec["load"]
