@@ -532,13 +532,16 @@ class ResultSink:
             stmt = self._run(session, statement)
             if self.logs:
                 stmt, self._bad, self._texts = split_log_rows(stmt)
-            users = stmt["query_id"].isin([p.query_id for p in self.user])
-            pdf = share_firings(stmt[~users])
-            fired = firing_rows(stmt[users]).sort_values(["query_id", "window_start"])
-            for part in self.user:
-                assert rows is not None
-                self._user_rows[part.name], book = evaluate(part, rows, batch_id, fired)
-                books.append(book)
+            if self.user:
+                users = stmt["query_id"].isin([p.query_id for p in self.user])
+                pdf = share_firings(stmt[~users])
+                fired = firing_rows(stmt[users]).sort_values(["query_id", "window_start"])
+                for part in self.user:
+                    assert rows is not None
+                    self._user_rows[part.name], book = evaluate(part, rows, batch_id, fired)
+                    books.append(book)
+            else:
+                pdf = share_firings(stmt)
         finally:
             session.catalog.dropTempView(self._raw_view)
             if whole is not None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -38,6 +39,72 @@ def test_a_firing_without_result_leaves_a_marker_and_results_share_its_sic():
         [0.6, 0.2, 0.5]
     )
     assert share_firings(rows.iloc[:0]).empty
+
+
+def _reference(rows):
+    """share_firings by its definition, row by row: each result row gets its firing's SIC
+    mass over the firing's result rows; a firing without a result row leaves a marker."""
+    firings = {}
+    for r in rows.itertuples():
+        if pd.notna(r.n_in):
+            firings.setdefault((r.query_id, r.window_start), r)
+    results = [r for r in rows.itertuples() if pd.notna(r.rank)]
+    count = {}
+    for r in results:
+        count[(r.query_id, r.window_start)] = count.get((r.query_id, r.window_start), 0) + 1
+    out = []
+    for r in results:
+        f = firings[(r.query_id, r.window_start)]
+        out.append((r.query_id, r.window_start, r.key, int(r.rank), r.value,
+                    f.sic / count[(r.query_id, r.window_start)], int(f.n_in),
+                    int(f.last_arrival_ts)))  # fmt: skip
+    for (q, w), f in firings.items():
+        if (q, w) not in count:
+            out.append((q, w, None, 0, float("nan"), f.sic, int(f.n_in), int(f.last_arrival_ts)))
+    na_first = [(q, w, k is not None and not pd.isna(k), 0 if k is None or pd.isna(k) else k, rk)
+                for q, w, k, rk, *_ in out]  # fmt: skip
+    return [out[i] for i in sorted(range(len(out)), key=lambda i: na_first[i])]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_share_firings_gives_every_row_its_firing_s_share(seed):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for q in rng.choice(50, size=rng.integers(1, 6), replace=False):
+        for w in rng.choice(10, size=rng.integers(1, 4), replace=False) * 500_000:
+            n_res = int(rng.integers(0, 5))
+            totals = (float(rng.uniform(0.01, 1)), int(rng.integers(1, 500)),
+                      int(1.8e15) + int(rng.integers(0, 10**9)))  # fmt: skip
+            own = n_res > 0 and rng.random() < 0.5  # the firing rides on a result row
+            for i in range(n_res):
+                key = None if rng.random() < 0.3 else int(rng.integers(-(2**62), 2**62))
+                extra = totals if own and i == 0 else (None, None, None)
+                rows.append((q, w, key, i + 1, float(rng.normal()), *extra))
+            if not own:
+                rows.append((q, w, None, None, None, *totals))
+    rows = _stmt([rows[i] for i in rng.permutation(len(rows))])
+    got = share_firings(rows)
+    want = _reference(rows)
+    assert len(got) == len(want)
+    assert got["query_id"].tolist() == [r[0] for r in want]
+    assert got["window_start"].tolist() == [r[1] for r in want]
+    assert [None if pd.isna(k) else k for k in got["key"]] == [
+        None if r[2] is None or pd.isna(r[2]) else r[2] for r in want
+    ]
+    assert got["rank"].tolist() == [r[3] for r in want]
+    np.testing.assert_array_equal(got["value"].to_numpy(), [r[4] for r in want])
+    np.testing.assert_allclose(got["sic"].to_numpy(), [r[5] for r in want], rtol=1e-12)
+    assert got["n_in"].tolist() == [r[6] for r in want]
+    assert got["last_arrival_ts"].tolist() == [r[7] for r in want]
+    assert got.dtypes.astype(str).tolist() == [
+        "int32", "int64", "Int64", "int32", "float64", "float64", "int64", "int64"
+    ]  # fmt: skip
+
+
+def test_a_built_in_result_outside_every_firing_is_refused():
+    rows = _stmt([(3, 0, None, 1, 4.0, None, None, None), (3, 5, None, None, None, 0.6, 4, 90)])
+    with pytest.raises(ConfigError, match=r"a built-in query: 1 result row\(s\) have a window_st"):
+        share_firings(rows)
 
 
 def test_a_result_outside_every_firing_is_refused():
