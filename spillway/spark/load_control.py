@@ -13,7 +13,8 @@ What is measured, per interval ``T`` (one trigger interval times the batch span)
   clocks, never from what Spark has read (Pham §4.4: arrival counts independent of processing);
 - ``load`` (Pham Eq. 3.1, CPU-seconds per second): the executor time those arrivals need, from
   the plan's cost model fitted on measured micro-batches, ``(overhead + per_tuple · arrived) /
-  T`` summed over the plans that receive tuples;
+  T`` summed over the plans that receive tuples (or at the costs
+  :meth:`~spillway.spark.controller.NodeController.freeze_load_costs` froze);
 - ``processed`` and ``response_time_s``: rows of the micro-batches that finished in the
   interval, and their mean response time (Pham Def. 3, arrival → result): the feed time a
   batch finished minus the mean arrival time of its rows, weighted by rows. The mean arrival
