@@ -284,6 +284,13 @@ ROWS: list[Row] = [
                   "dilos_and_separate_see_the_same_arrivals", "sd_c_overloads_only_class_3"), NA,
         "no run measured", lambda: dl.checks(dl.make_config(quick=True), []),
         why="no ", tag="-empty"),
+    Row("dilos", ("class3_loss_lower_with_dilos_sd_p",), NA,
+        "the paper-shaped run of 2026-11-29 with ALoMa: its separate managers shed nothing of "
+        "class 3 on SD_p (load / H 1.05), so there was no loss for DILoS to lower",
+        lambda: [dl._class3_lower(dl.DilosExperimentConfig(), [
+            {"config": c, "manager": "aloma", "input": "SD_p", "class_loss": {"3": 0.0}}
+            for c in ("separate", "dilos")], "SD_p", "class3_loss_lower_with_dilos_sd_p")],
+        why="shed nothing of class 3", tag="-nothing-shed"),
     Row("dilos", ("higher_class_lower_latency",), NA,
         "any run: the classes are lanes of one plan and share micro-batches",
         lambda: dl.checks(dl.make_config(quick=True), []), why="share micro-batches"),

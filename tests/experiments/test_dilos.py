@@ -160,3 +160,27 @@ def test_pools_runs_are_compared_within_their_class_plans_and_by_latency():
     assert {c.name: c.verdict for c in dl.checks(cfg, lanes_only)}[
         "higher_class_lower_latency"
     ] == "not applicable"
+
+
+def _run(config, manager, loss3, inp="SD_p"):
+    return {"name": dl.run_name(config, manager, inp), "config": config, "manager": manager,
+            "input": inp, "class_loss": {"1": 0.0, "2": 0.0, "3": loss3}}  # fmt: skip
+
+
+def test_class3_loss_is_not_compared_where_the_separate_managers_shed_nothing():
+    # The paper-shaped run of 2026-11-29: on SD_p ALoMa's separate managers shed nothing of
+    # class 3 (load / H 1.05), nor did DILoS; "0 is not < 0" failed a claim that had no case.
+    cfg = dl.DilosExperimentConfig()
+    both = [_run("separate", "aurora", 0.6038), _run("dilos", "aurora", 0.2842),
+            _run("separate", "aloma", 0.0), _run("dilos", "aloma", 0.0)]  # fmt: skip
+    c = dl._class3_lower(cfg, both, "SD_p", "class3_loss_lower_with_dilos_sd_p")
+    assert c.verdict == "pass" and c.why.endswith("on SD_p 0.2842 < 0.6038")
+    alone = dl._class3_lower(cfg, both[2:], "SD_p", "class3_loss_lower_with_dilos_sd_p")
+    assert alone.verdict == "not applicable"
+    assert alone.why == (
+        "aloma: separate managers shed nothing of class 3 on SD_p: no loss for DILoS to lower"
+    )
+    worse = [_run("separate", "aloma", 0.0), _run("dilos", "aloma", 0.05)]
+    assert dl._class3_lower(cfg, worse, "SD_p", "x").verdict == "not applicable"
+    failing = [_run("separate", "aloma", 0.1), _run("dilos", "aloma", 0.1)]
+    assert dl._class3_lower(cfg, failing, "SD_p", "x").verdict == "fail"
