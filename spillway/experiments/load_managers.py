@@ -649,8 +649,12 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
         ["claim", "paper", "measured", "verdict"],
     )  # fmt: skip
     return Analysis(
-        values={"runs": runs, "rate_runs": tried, "rate_confirmed": confirmed,
-                "load_costs": config.load_costs},
+        values={
+            "runs": runs,
+            "rate_runs": tried,
+            "rate_confirmed": confirmed,
+            "load_costs": config.load_costs,
+        },
         checks=cks,
         setup=(
             f"Flat workload: {config.queries} independent AVG queries on Gaussian feeds, windows "
@@ -677,8 +681,7 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
         ),
         paper=paper,
         notes=(
-            _load_note(config.load_costs)
-            + "\n"
+            _load_note(config.load_costs) + "\n"
             "- The response time is per micro-batch: finish time minus the mean arrival time of "
             "its rows (constant rate within an interval), over every decision the batch held, "
             "weighted by rows. `response_min_s` is the smallest interval mean of a run: ALoMa "

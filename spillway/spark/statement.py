@@ -321,25 +321,26 @@ def share_firings(rows: pd.DataFrame) -> pd.DataFrame:
     n_out = np.bincount(firing[res], minlength=len(pairs))
     empty = np.flatnonzero((first >= 0) & (n_out == 0))  # a marker row each
     by = np.concatenate([first[firing[res]], first[empty]])  # each output row's firing row
-    sic_in = rows["sic"].to_numpy(dtype=np.float64, na_value=np.nan)[by]
-    key = rows["key"].astype("Int64")
     n_m = len(empty)
+
+    def column(values: pd.Series, dtype: Any, na: Any) -> np.ndarray:
+        """The result rows' ``values``, then ``na`` for every marker."""
+        got = values.to_numpy(dtype=dtype, na_value=na)[res]
+        return np.concatenate([got, np.full(n_m, na, dtype=dtype)])
+
+    key = rows["key"].astype("Int64")
     out = pd.DataFrame(
         {
             "query_id": np.concatenate([q[res], pairs[empty, 0]]).astype(np.int32),
             "window_start": np.concatenate([w[res], pairs[empty, 1]]),
             "key": pd.arrays.IntegerArray(
-                np.concatenate([key.to_numpy(dtype=np.int64, na_value=0)[res],
-                                np.zeros(n_m, np.int64)]),
+                column(key, np.int64, 0),
                 np.concatenate([key.isna().to_numpy()[res], np.ones(n_m, bool)]),
-            ),  # fmt: skip
-            "rank": np.concatenate(
-                [rows["rank"].to_numpy(dtype=np.int64, na_value=0)[res], np.zeros(n_m, np.int64)]
-            ).astype(np.int32),
-            "value": np.concatenate(
-                [rows["value"].to_numpy(dtype=np.float64, na_value=np.nan)[res], np.full(n_m, np.nan)]
             ),
-            "sic": sic_in / np.concatenate([n_out[firing[res]], np.ones(n_m, np.int64)]),
+            "rank": column(rows["rank"], np.int64, 0).astype(np.int32),
+            "value": column(rows["value"], np.float64, np.nan),
+            "sic": rows["sic"].to_numpy(dtype=np.float64, na_value=np.nan)[by]
+            / np.concatenate([n_out[firing[res]], np.ones(n_m, np.int64)]),
             "n_in": rows["n_in"].to_numpy(dtype=np.int64, na_value=0)[by],
             "last_arrival_ts": rows["last_arrival_ts"].to_numpy(dtype=np.int64, na_value=0)[by],
         }
