@@ -304,7 +304,7 @@ def share_firings(rows: pd.DataFrame) -> pd.DataFrame:
     # same steps as pandas merges, reindexes and casts of a few dozen rows cost ten times more.
     q = rows["query_id"].to_numpy(dtype=np.int64)
     w = rows["window_start"].to_numpy(dtype=np.int64)
-    pairs, firing = np.unique(np.stack([q, w], axis=1).reshape(-1, 2), axis=0, return_inverse=True)
+    pairs, firing = np.unique(np.stack([q, w], axis=1), axis=0, return_inverse=True)
     firing = firing.reshape(-1)  # each row's (query, window)
     first = np.full(len(pairs), -1, dtype=np.int64)  # the row that carries each firing's totals
     carries = np.flatnonzero(rows["n_in"].notna().to_numpy())
@@ -313,11 +313,7 @@ def share_firings(rows: pd.DataFrame) -> pd.DataFrame:
     res = np.flatnonzero(rows["rank"].notna().to_numpy())
     unknown = int((first[firing[res]] < 0).sum())
     if unknown:
-        raise ConfigError(
-            f"a built-in query: {unknown} result row(s) have a window_start that is not a "
-            "window of the input rows; keep the rows' window_start (group by it) so each "
-            "result row's SIC comes from its own window"
-        )
+        raise _rewindowed("a built-in query", unknown)
     n_out = np.bincount(firing[res], minlength=len(pairs))
     empty = np.flatnonzero((first >= 0) & (n_out == 0))  # a marker row each
     by = np.concatenate([first[firing[res]], first[empty]])  # each output row's firing row
@@ -351,6 +347,15 @@ def share_firings(rows: pd.DataFrame) -> pd.DataFrame:
          out["window_start"].to_numpy(), out["query_id"].to_numpy())
     )  # fmt: skip
     return out.take(order).reset_index(drop=True)
+
+
+def _rewindowed(what: str, n: int) -> ConfigError:
+    """The error for ``n`` result rows of ``what`` whose window is none of the input's."""
+    return ConfigError(
+        f"{what}: {n} result row(s) have a window_start that is not a window of the input "
+        "rows; keep the rows' window_start (group by it) so each result row's SIC comes from "
+        "its own window"
+    )
 
 
 def firing_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -407,11 +412,7 @@ def share_sic(
     idx = pd.MultiIndex.from_frame(out[keys]) if len(keys) > 1 else pd.Index(out[keys[0]])
     unknown = ~idx.isin(stats.index)
     if unknown.any():
-        raise ConfigError(
-            f"{what}: {int(unknown.sum())} result row(s) have a window_start that is not a "
-            "window of the input rows; keep the rows' window_start (group by it) so each "
-            "result row's SIC comes from its own window"
-        )
+        raise _rewindowed(what, int(unknown.sum()))
     n_out = out.groupby(keys, sort=False)[keys[0]].transform("size").to_numpy()
     got = stats.reindex(idx)
     shared = {"sic": got["sic_in"].to_numpy(dtype=np.float64) / n_out}
