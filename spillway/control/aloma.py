@@ -36,6 +36,15 @@ the shed amount is kept as a drop fraction and a change of ``ΔL`` load moves it
 results (no response time) changes nothing; the first cycle, without a previous response
 time, takes neither probe.
 
+A cycle is one of Pham's control periods (0.5 s, the trigger interval on Spark). A Spark node
+decides once a micro-batch, every 2-5 trigger intervals when it is loaded, so with
+``control_period_s`` set a step counts as the ``n`` periods its interval covered (rounded, at
+least 1), as if the situation it observed had held in each: Eq. 5.1 moves ``L_C`` ``n`` times,
+a probe sheds the ``n`` increments of Eq. 5.2 that ``k``, ``k + 1``, ... ``k + n − 1`` give, and
+the minimum's refresh counts periods. Counted per decision instead, ALoMa learned a capacity
+change 2-5 times slower in feed time than the thesis's manager does (docs/design.md,
+"ALoMa on Spark"). Lines 7-8 and 21-23 land on ``L_C`` and are taken once.
+
 Examples
 --------
 >>> cfg = AlomaConfig(target_s=2.0)             # L_C starts at 0.8
@@ -47,6 +56,14 @@ Examples
 >>> state, d = step(cfg, state, replace(s, load=1.2, response_time_s=2.5))
 >>> state.regime, round(d.drop, 4)              # OT: shed L − L_C = 1.2 − 0.83 of 1.2
 ('OT', 0.3083)
+
+A decision covering three control periods probes as three cycles would (1 + 2 + 2.58 points):
+
+>>> cfg3 = replace(cfg, control_period_s=0.5)
+>>> s3 = replace(s, interval_s=1.5, load=1.0, response_time_s=2.6)
+>>> state3, d3 = step(cfg3, replace(state, drop=0.2, capacity=0.85), s3)
+>>> state3.probe_run, round(d3.drop - 0.2, 4)
+(3, 0.0558)
 
 References
 ----------
@@ -94,6 +111,26 @@ def capacity_step(capacity: float, load: float) -> float:
     return capacity + move if load > capacity else capacity - move
 
 
+def probe_total(after: int, n: int) -> float:
+    """The probes of ``n`` consecutive cycles following ``after`` such cycles, in percent.
+
+    >>> probe_total(0, 1), probe_total(0, 2), probe_total(1, 1), round(probe_total(0, 4), 4)
+    (1.0, 3.0, 2.0, 8.585)
+    """
+    return math.fsum(probe_percent(k) for k in range(after + 1, after + n + 1))
+
+
+def capacity_steps(capacity: float, load: float, n: int) -> float:
+    """``n`` Eq. 5.1 steps of the capacity estimate toward ``load``.
+
+    >>> round(capacity_steps(1.0, 1.1, 1), 4), round(capacity_steps(1.0, 1.1, 3), 4)
+    (1.0346, 1.0869)
+    """
+    for _ in range(n):
+        capacity = capacity_step(capacity, load)
+    return capacity
+
+
 def probe_percent(k: int) -> float:
     """Pham Eq. 5.2: the probe ``x = 1 + log2(k)`` in percent, ``k`` consecutive observations.
 
@@ -117,6 +154,9 @@ class AlomaConfig(LoadManagerConfig):
         100 s at a 0.5 s cycle).
     min_capacity : floor of ``L_C`` (a guard; not in the thesis).
     max_drop : the highest drop fraction.
+    control_period_s : the length (s) of one control period (a cycle); a step then counts as
+        the ``round(interval_s / control_period_s)`` cycles (at least 1) its interval covered.
+        None: every step is one cycle.
     """
 
     name: ClassVar[str] = "aloma"
@@ -125,10 +165,13 @@ class AlomaConfig(LoadManagerConfig):
     ut_factor: float = 2.0
     refresh_cycles: int = 200
     min_capacity: float = 1e-3
+    control_period_s: float | None = None
 
     def __post_init__(self) -> None:
         super().__post_init__()
         check_number("target_s", self.target_s, low=0, low_ok=False)
+        if self.control_period_s is not None:
+            check_number("control_period_s", self.control_period_s, low=0, low_ok=False)
         check_number("ut_factor", self.ut_factor, low=1, low_ok=False)
         check_count("refresh_cycles", self.refresh_cycles, low=1)
         check_number("min_capacity", self.min_capacity, low=0, low_ok=False)
@@ -145,10 +188,10 @@ class AlomaState:
     drop : the drop fraction in effect (Pham's "shed amount" over the raw load).
     min_response_s : the smallest response time seen since the last refresh (None at start).
     previous_response_s : the previous cycle's response time (None at start).
-    cycles : cycles since the last refresh of the minimum.
+    cycles : cycles (control periods) since the last refresh of the minimum.
     regime : the response-time monitor's last verdict: ``normal``, ``UT`` or ``OT``.
     probe : the situation probed last cycle (``"line10"``, ``"line17"``) or "".
-    probe_run : consecutive cycles of that situation (``k`` of Eq. 5.2).
+    probe_run : consecutive cycles of that situation (``k`` of Eq. 5.2, in control periods).
     """
 
     capacity: float
@@ -166,9 +209,12 @@ def initial_state(config: AlomaConfig) -> AlomaState:
     return AlomaState(capacity=config.capacity)
 
 
-def _monitor(config: AlomaConfig, state: AlomaState, rt: float) -> tuple[str, float, int]:
-    """The response-time monitor: (regime, new minimum, cycles since refresh)."""
-    low, cycles = state.min_response_s, state.cycles + 1
+def _monitor(
+    config: AlomaConfig, state: AlomaState, rt: float, n: int
+) -> tuple[str, float, int]:
+    """The response-time monitor after ``n`` cycles: (regime, new minimum, cycles since
+    refresh)."""
+    low, cycles = state.min_response_s, state.cycles + n
     if low is not None and cycles >= config.refresh_cycles:
         low, cycles = 2.0 * low, 0
     low = rt if low is None else min(low, rt)
@@ -188,7 +234,8 @@ def step(config: AlomaConfig, state: AlomaState, stats: IntervalStats) -> StepRe
             drop=state.drop if raw > 0 else 0.0, load=raw, capacity=state.capacity
         )
         return StepResult(state, decision)
-    regime, low, cycles = _monitor(config, state, rt)
+    n = max(1, round(stats.periods(config.control_period_s)))
+    regime, low, cycles = _monitor(config, state, rt, n)
     prev = state.previous_response_s
     load = raw * (1.0 - state.drop)  # effective load: what passed the shedder
     cap, drop = state.capacity, state.drop
@@ -196,18 +243,18 @@ def step(config: AlomaConfig, state: AlomaState, stats: IntervalStats) -> StepRe
     situation = ""
     if load > cap:
         if regime == NORMAL:  # lines 5-6
-            cap = capacity_step(cap, load)
+            cap = capacity_steps(cap, load, n)
         elif regime == OT:  # lines 7-8
             drop += (load - cap) / raw
         elif shedding and prev is not None and rt <= prev:  # lines 10-12
             situation = "line10"
-            cap = capacity_step(cap, load)
-            drop -= probe_percent(_run(state, situation)) / 100.0
+            cap = capacity_steps(cap, load, n)
+            drop -= probe_total(_before(state, situation), n) / 100.0
     elif regime == OT:
         if prev is not None and rt >= prev:  # lines 16-19
             situation = "line17"
-            cap = capacity_step(cap, load)
-            drop += probe_percent(_run(state, situation)) / 100.0
+            cap = capacity_steps(cap, load, n)
+            drop += probe_total(_before(state, situation), n) / 100.0
     elif shedding and raw > 0:  # lines 21-23
         drop -= (cap - load) / raw
     drop = 0.0 if raw <= 0 else min(max(drop, 0.0), config.max_drop)
@@ -220,14 +267,15 @@ def step(config: AlomaConfig, state: AlomaState, stats: IntervalStats) -> StepRe
         cycles=cycles,
         regime=regime,
         probe=situation,
-        probe_run=_run(state, situation) if situation else 0,
+        probe_run=_before(state, situation) + n if situation else 0,
     )
     return StepResult(new, LoadDecision(drop=drop, load=raw, capacity=cap))
 
 
-def _run(state: AlomaState, situation: str) -> int:
-    """``k`` of Eq. 5.2: consecutive cycles of ``situation``, this one included."""
-    return state.probe_run + 1 if state.probe == situation else 1
+def _before(state: AlomaState, situation: str) -> int:
+    """Consecutive cycles of ``situation`` before this step (``k − 1`` of Eq. 5.2 for its
+    first cycle)."""
+    return state.probe_run if state.probe == situation else 0
 
 
 def rescale(config: AlomaConfig, state: AlomaState, factor: float) -> AlomaState:

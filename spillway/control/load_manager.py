@@ -142,6 +142,19 @@ class IntervalStats:
             return None
         return self.load * self.interval_s / self.arrived
 
+    def periods(self, control_period_s: float | None) -> float:
+        """The control periods of ``control_period_s`` this interval stands for (1 when None).
+
+        A Spark node decides once a micro-batch, every few trigger intervals; a manager whose
+        steps are counted in Pham's control periods counts each such decision as the periods
+        it covered.
+
+        >>> IntervalStats(interval_s=1.5, load=1.0).periods(0.5), IntervalStats(
+        ...     interval_s=1.5, load=1.0).periods(None)
+        (3.0, 1.0)
+        """
+        return 1.0 if control_period_s is None else self.interval_s / control_period_s
+
 
 def combine_stats(stats: Sequence[IntervalStats]) -> IntervalStats:
     """The statistics of several classes as one (Pham's "common load manager", Table 8).

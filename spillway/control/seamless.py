@@ -156,9 +156,7 @@ def _adjust_headroom(
     config: SeamlessConfig, state: SeamlessState, stats: IntervalStats
 ) -> SeamlessState:
     """The outer loop: collect ``D'`` while shedding, every ``P`` periods ``H ← H·D/D'``."""
-    step_periods = 1.0
-    if config.control_period_s is not None:
-        step_periods = stats.interval_s / config.control_period_s
+    step_periods = stats.periods(config.control_period_s)
     window = state.window + step_periods
     periods, total, rows = state.shedding_periods, state.response_sum_s, state.response_rows
     if state.drop > 0 and stats.response_time_s is not None:

@@ -103,7 +103,7 @@ class LoadControlConfig:
         names = {f.name for f in fields(lm.config_class)}
         if "target_s" in names:
             settings["target_s"] = self.target_intervals * trigger_s
-        if "control_period_s" in names:  # SEaMLeSS's P counts trigger intervals, not batches
+        if "control_period_s" in names:  # SEaMLeSS and ALoMa count trigger intervals, not batches
             settings.setdefault("control_period_s", trigger_s)
         return lm.config(**settings)
 

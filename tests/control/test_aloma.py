@@ -9,6 +9,7 @@ from spillway.control.aloma import (
     AlomaConfig,
     AlomaState,
     capacity_step,
+    capacity_steps,
     initial_state,
     probe_percent,
     step,
@@ -139,6 +140,42 @@ def test_relearns_after_the_background_load_and_meets_the_target():
     assert tr.window_violation_s(150.0) <= 0.1 * 2.0
 
 
+PERIODS = replace(CFG, control_period_s=0.5)
+
+
+def test_a_step_over_three_control_periods_moves_and_probes_as_three_cycles():
+    """One Spark decision every 1.5 s at a 0.5 s control period: line 17 taken for 3 cycles."""
+    s0 = replace(BASE, drop=0.2, previous_response_s=2.2)
+    s1 = step(PERIODS, s0, IntervalStats(interval_s=1.5, load=1.0, response_time_s=2.3)).state
+    assert s1.capacity == pytest.approx(capacity_steps(1.0, 0.8, 3))
+    assert s1.capacity < capacity_step(1.0, 0.8)
+    assert s1.drop == pytest.approx(0.2 + (1 + 2 + (1 + math.log2(3))) / 100)
+    assert (s1.probe, s1.probe_run, s1.cycles) == ("line17", 3, 3)
+    s2 = step(PERIODS, s1, stats(1.0, 2.4)).state  # one more period: k = 4, x = 3 points
+    assert s2.probe_run == 4 and s2.drop == pytest.approx(s1.drop + 0.03)
+
+
+def test_a_long_interval_is_one_cycle_without_a_control_period():
+    s0 = replace(BASE, drop=0.2, previous_response_s=2.2)
+    s1 = step(CFG, s0, IntervalStats(interval_s=1.5, load=1.0, response_time_s=2.3)).state
+    assert s1.capacity == pytest.approx(capacity_step(1.0, 0.8))
+    assert (s1.drop, s1.probe_run, s1.cycles) == (pytest.approx(0.21), 1, 1)
+
+
+@pytest.mark.parametrize("interval_s", [0.5, 1.0, 2.0])
+def test_shedding_the_excess_is_taken_once_however_long_the_interval(interval_s):
+    s = step(PERIODS, replace(BASE, drop=0.2), IntervalStats(
+        interval_s=interval_s, load=1.5, response_time_s=2.5)).state
+    assert 1.5 * (1 - s.drop) == pytest.approx(1.0)
+
+
+def test_the_minimum_refreshes_after_control_periods_not_decisions():
+    cfg = replace(PERIODS, refresh_cycles=4)
+    s = step(cfg, initial_state(cfg), IntervalStats(interval_s=1.0, load=0.1, response_time_s=0.1))
+    s = step(cfg, s.state, IntervalStats(interval_s=1.0, load=0.1, response_time_s=0.3)).state
+    assert s.min_response_s == 0.2 and s.cycles == 0  # 4 periods: doubled, then min(0.3)
+
+
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
@@ -147,6 +184,7 @@ def test_relearns_after_the_background_load_and_meets_the_target():
         ({"refresh_cycles": 0}, "refresh_cycles must be an int >= 1, got 0"),
         ({"min_capacity": -1.0}, "min_capacity must be a finite number > 0, got -1.0"),
         ({"capacity": 1e-4}, r"capacity must be a finite number >= 0.001, got 0.0001"),
+        ({"control_period_s": 0}, "control_period_s must be a finite number > 0, got 0"),
     ],
 )
 def test_config_errors(settings, match):
