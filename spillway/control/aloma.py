@@ -37,13 +37,14 @@ results (no response time) changes nothing; the first cycle, without a previous 
 time, takes neither probe.
 
 A cycle is one of Pham's control periods (0.5 s, the trigger interval on Spark). A Spark node
-decides once a micro-batch, every 2-5 trigger intervals when it is loaded, so with
+decides once a micro-batch, every 1-4 trigger intervals when it is loaded, so with
 ``control_period_s`` set a step counts as the ``n`` periods its interval covered (rounded, at
 least 1), as if the situation it observed had held in each: Eq. 5.1 moves ``L_C`` ``n`` times,
-a probe sheds the ``n`` increments of Eq. 5.2 that ``k``, ``k + 1``, ... ``k + n − 1`` give, and
-the minimum's refresh counts periods. Counted per decision instead, ALoMa learned a capacity
-change 2-5 times slower in feed time than the thesis's manager does (docs/design.md,
-"ALoMa on Spark"). Lines 7-8 and 21-23 land on ``L_C`` and are taken once.
+a probe sheds the ``n`` increments Eq. 5.2 gives for ``k``, ``k + 1``, ... ``k + n − 1``, and
+the minimum's refresh counts periods; lines 7-8 and 21-23 land on ``L_C`` and are taken once.
+Counted per decision instead, ALoMa learned a capacity change up to 4 times slower in feed
+time than the thesis's manager (docs/design.md, "Decisions (SEaMLeSS, ALoMa and CTRL on
+Spark)").
 
 Examples
 --------
@@ -209,9 +210,7 @@ def initial_state(config: AlomaConfig) -> AlomaState:
     return AlomaState(capacity=config.capacity)
 
 
-def _monitor(
-    config: AlomaConfig, state: AlomaState, rt: float, n: int
-) -> tuple[str, float, int]:
+def _monitor(config: AlomaConfig, state: AlomaState, rt: float, n: int) -> tuple[str, float, int]:
     """The response-time monitor after ``n`` cycles: (regime, new minimum, cycles since
     refresh)."""
     low, cycles = state.min_response_s, state.cycles + n

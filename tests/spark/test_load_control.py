@@ -40,6 +40,10 @@ def test_target_in_intervals_becomes_seconds():
     assert cfg.manager_config(0.5).target_s == 2.0
     assert cfg.manager_config(0.5).period == 5
     assert cfg.manager_config(0.5).control_period_s == 0.5  # P counts trigger intervals
+    aloma = LoadControlConfig(manager="aloma")  # ALoMa's cycles are trigger intervals too
+    assert aloma.manager_config(0.25).control_period_s == 0.25
+    per_decision = LoadControlConfig(manager="aloma", settings={"control_period_s": None})
+    assert per_decision.manager_config(0.25).control_period_s is None
     assert not hasattr(LoadControlConfig(manager="aurora").manager_config(0.5), "target_s")
 
 
