@@ -220,7 +220,9 @@ def step(
         drops, handed = order.drops, order.handed
     shares, scheduler, redistributed = state.shares, state.scheduler, False
     if config.dilos is not None and scheduler is not None:
-        scheduler, sched = dilos_mod.step(config.dilos, scheduler, usage)
+        scheduler, sched = dilos_mod.step(
+            config.dilos, scheduler, usage, interval_s=stats[0].interval_s
+        )
         shares, redistributed = sched.shares, sched.redistributed
         if redistributed:
             states = [

@@ -189,11 +189,16 @@ class DilosConfig:
     priorities : each class's priority, highest first by convention (Pham QN-A: 6, 3, 1).
     reserve : the fraction of its original share a class keeps when lending, in (0, 1) (Pham: 0.05).
     crc_cycles : load-management cycles per capacity redistribution cycle (Pham: 10).
+    control_period_s : the length (s) of one load-management cycle; a step then counts as the
+        ``interval_s / control_period_s`` cycles its interval covered (a Spark node decides
+        once a micro-batch, every few trigger intervals), and its usage report weighs as
+        many. None: every step is one cycle.
     """
 
     priorities: tuple[int, ...] = (6, 3, 1)
     reserve: float = 0.05
     crc_cycles: int = 10
+    control_period_s: float | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "priorities", tuple(self.priorities))
@@ -203,6 +208,8 @@ class DilosConfig:
             check_count(f"priorities[{i}]", p, low=1)
         check_number("reserve", self.reserve, low=0, low_ok=False, high=1, high_ok=False)
         check_count("crc_cycles", self.crc_cycles, low=1)
+        if self.control_period_s is not None:
+            check_number("control_period_s", self.control_period_s, low=0, low_ok=False)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -212,13 +219,14 @@ class DilosState:
     Parameters
     ----------
     shares : each class's current capacity share.
-    usage_sum : the sum of each class's reported usage over the current CRC.
+    usage_sum : the sum of each class's reported usage over the current CRC, each report
+        times the cycles it covered.
     cycles : load-management cycles seen in the current CRC.
     """
 
     shares: tuple[float, ...]
     usage_sum: tuple[float, ...]
-    cycles: int = 0
+    cycles: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -245,12 +253,14 @@ def initial_state(config: DilosConfig) -> DilosState:
 
 
 def step(
-    config: DilosConfig, state: DilosState, usage: Sequence[float]
+    config: DilosConfig, state: DilosState, usage: Sequence[float], interval_s: float | None = None
 ) -> tuple[DilosState, ScheduleDecision]:
     """Record one cycle's usage reports; at the end of a CRC redistribute on their mean.
 
     The mean over the CRC (rather than the last report) keeps one noisy cycle from moving
-    capacity (the thesis does not say which it used).
+    capacity (the thesis does not say which it used). With ``config.control_period_s`` and the
+    step's ``interval_s`` given, the step counts as the cycles its interval covered, and the
+    CRC ends once the cycles it covered reach ``crc_cycles``.
 
     Raises
     ------
@@ -267,12 +277,18 @@ def step(
     >>> st, d = step(cfg, st, (0.9, 1.8))
     >>> d.redistributed, [round(s, 3) for s in d.shares], [round(f, 2) for f in d.factors]
     (True, [0.6, 0.4], [0.9, 1.2])
+    >>> per_second = replace(cfg, control_period_s=0.5)
+    >>> step(per_second, initial_state(per_second), (0.9, 1.8), interval_s=1.0)[1].redistributed
+    True
     """
     _check_classes(config.priorities, state.shares, usage)
-    sums = tuple(a + float(u) for a, u in zip(state.usage_sum, usage, strict=True))
-    cycles = state.cycles + 1
+    w = 1.0
+    if config.control_period_s is not None and interval_s is not None:
+        w = check_number("interval_s", interval_s, low=0, low_ok=False) / config.control_period_s
+    sums = tuple(a + w * float(u) for a, u in zip(state.usage_sum, usage, strict=True))
+    cycles = state.cycles + w
     n = len(config.priorities)
-    if cycles < config.crc_cycles:
+    if cycles < config.crc_cycles - 1e-9:
         new = replace(state, usage_sum=sums, cycles=cycles)
         return new, ScheduleDecision(shares=state.shares, factors=(1.0,) * n, redistributed=False)
     r = redistribute(

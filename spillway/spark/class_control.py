@@ -196,7 +196,8 @@ class ClassControlConfig:
     dilos : whether DILoS redistributes capacity between the classes (Pham §6.1.3); False:
         Pham's separate per-class managers, each class at its weights' share, nothing lent
         and nothing handed down (module notes).
-    crc_cycles : intervals per capacity redistribution cycle (Pham: 10).
+    crc_cycles : trigger intervals per capacity redistribution cycle (Pham: 10 cycles); a
+        decision counts as the trigger intervals it covered.
     settings : the manager's own settings; ``capacity`` is the node's headroom ``H``, split
         over the classes by their weights (default :data:`DEFAULT_CAPACITY`).
     layout : one of :data:`LAYOUTS`: a manager per class (default), one ``common`` manager
@@ -282,7 +283,9 @@ class ClassControlConfig:
                 settings={**self.settings, "capacity": h * share},
             )
             managers.append(lc.manager_config(trigger_s))
-        dilos = DilosConfig(priorities=self.weights, crc_cycles=self.crc_cycles)
+        dilos = DilosConfig(  # the CRC counts trigger intervals, not decisions
+            priorities=self.weights, crc_cycles=self.crc_cycles, control_period_s=trigger_s
+        )
         return classes.ClassesConfig(
             managers=tuple(managers),
             priorities=self.weights,

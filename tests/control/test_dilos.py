@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -142,6 +143,19 @@ def test_step_redistributes_on_the_mean_usage_of_a_crc():
     assert state.cycles == 0 and state.usage_sum == (0.0, 0.0)
 
 
+def test_a_step_over_several_control_periods_counts_them_in_the_crc():
+    """A Spark decision every 2 s at a 1 s trigger: a CRC of 3 intervals ends at the second
+    decision (4 intervals), on the usage weighted by the intervals each report covered."""
+    cfg = DilosConfig(priorities=(1, 1), crc_cycles=3, reserve=1e-9, control_period_s=1.0)
+    state, d = step(cfg, initial_state(cfg), (0.2, 1.0), interval_s=2.0)
+    assert not d.redistributed and state.cycles == 2.0
+    state, d = step(cfg, state, (0.5, 1.3), interval_s=1.0)  # means (0.3, 1.1)
+    assert d.redistributed and d.shares == pytest.approx((0.45, 0.55))
+    counted_per_step = replace(cfg, control_period_s=None)
+    state, d = step(counted_per_step, initial_state(cfg), (0.2, 1.0), interval_s=2.0)
+    assert state.cycles == 1.0
+
+
 @pytest.mark.parametrize(
     ("kwargs", "match"),
     [
@@ -149,6 +163,7 @@ def test_step_redistributes_on_the_mean_usage_of_a_crc():
         ({"priorities": (6, 0)}, r"priorities\[1\] must be an int >= 1, got 0"),
         ({"reserve": 1.0}, r"reserve must be a finite number > 0 and < 1, got 1.0"),
         ({"crc_cycles": 0}, "crc_cycles must be an int >= 1, got 0"),
+        ({"control_period_s": -1.0}, "control_period_s must be a finite number > 0, got -1.0"),
     ],
 )
 def test_config_errors(kwargs, match):

@@ -69,6 +69,8 @@ def test_each_class_manager_gets_its_share_and_target():
     assert [m.capacity for m in managers] == pytest.approx([0.6, 0.3, 0.1])
     assert [m.target_s for m in managers] == [1.5, 2.0, 2.5]
     assert cfg.classes_config(0.5).dilos is not None
+    assert cfg.classes_config(0.5).dilos.control_period_s == 0.5  # the CRC counts intervals
+    assert cfg.classes_config(0.5).managers[0].control_period_s == 0.5
     assert (
         ClassControlConfig(manager="aurora", query_class=(1,), dilos=False)
         .classes_config(1.0)
