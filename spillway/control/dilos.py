@@ -52,7 +52,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from spillway.control.load_manager import check_count, check_number
+from spillway.control.load_manager import check_count, check_number, control_periods
 from spillway.errors import ConfigError
 
 
@@ -283,8 +283,9 @@ def step(
     """
     _check_classes(config.priorities, state.shares, usage)
     w = 1.0
-    if config.control_period_s is not None and interval_s is not None:
-        w = check_number("interval_s", interval_s, low=0, low_ok=False) / config.control_period_s
+    if interval_s is not None:
+        check_number("interval_s", interval_s, low=0, low_ok=False)
+        w = control_periods(interval_s, config.control_period_s)
     sums = tuple(a + w * float(u) for a, u in zip(state.usage_sum, usage, strict=True))
     cycles = state.cycles + w
     n = len(config.priorities)

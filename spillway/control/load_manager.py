@@ -153,7 +153,17 @@ class IntervalStats:
         ...     interval_s=1.5, load=1.0).periods(None)
         (3.0, 1.0)
         """
-        return 1.0 if control_period_s is None else self.interval_s / control_period_s
+        return control_periods(self.interval_s, control_period_s)
+
+
+def control_periods(interval_s: float, control_period_s: float | None) -> float:
+    """The control periods of ``control_period_s`` an interval of ``interval_s`` stands for
+    (1 when ``control_period_s`` is None: every step is one period).
+
+    >>> control_periods(2.0, 0.5), control_periods(2.0, None)
+    (4.0, 1.0)
+    """
+    return 1.0 if control_period_s is None else interval_s / control_period_s
 
 
 def combine_stats(stats: Sequence[IntervalStats]) -> IntervalStats:
