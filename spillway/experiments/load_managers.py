@@ -16,10 +16,20 @@ fill ``H`` of each interval keep up). The costs the load is measured at are froz
 starts (``load_costs``): Pham's load coefficients are per-tuple CPU times, which the job does
 not change, while a fit on the batches' wall time would follow it, and Aurora's fixed ``H``
 with it.
+The tuned ``H`` is measured, as Pham tuned his (Table 1: Aurora at ``H`` in small steps, no
+background job): after the rate is found, tuning runs of Aurora at the found rate without the
+job step ``H`` by ``tune_step`` from ``tuned_h`` (the confirmed rate run, at ``tuned_h``, is the
+first) until the largest ``H`` whose mean delay violation is at most 0.1·D sits next to one
+that is not (:func:`next_h`, :func:`tuned_of`). A configured ``H`` that holds ``D`` with room
+to spare is not the hand-tuned one: the paper-shaped run of 2026-11-29 had Aurora hold ``D``
+before the job at 0.8 *and* 0.9, and only 0.9 lost control after it.
 Full runs sweep Aurora's ``H`` (0.625 to 1.125 times the tuned one) and run CTRL at the tuned
 ``H`` and 5 % and 20 % off either way (Pham Tables 1-2); quick runs keep Aurora at the tuned
-``H`` and CTRL tuned and 20 % high. SEaMLeSS and ALoMa start from Pham's ``H0 = 0.8``
-untuned. ``D`` is stated in trigger intervals: 4 intervals of 0.5 s, Pham's D = 2 s at his
+``H`` and CTRL tuned and 20 % high. The runs each check compares go first, one after the other
+(Aurora and CTRL at the tuned ``H``, CTRL 20 % high, ALoMa, SEaMLeSS), the rest of the sweeps
+after them: the node's speed drifts over a long session (its median load at one rate fell from
+1.57 to 1.17 over the twelve runs of that day's paper-shaped run), and runs far apart in time
+are not like for like. SEaMLeSS and ALoMa start from Pham's ``H0 = 0.8`` untuned. ``D`` is stated in trigger intervals: 4 intervals of 0.5 s, Pham's D = 2 s at his
 0.5 s control period.
 
 The arrival rate is found before the schemes run, and confirmed (:func:`find_rate`): a node
@@ -42,8 +52,10 @@ violation ``max(0, response − D)`` averaged over the rows of the run after war
 Examples
 --------
 >>> cfg = make_config(quick=True)
->>> cfg.target_s, [label({"scheme": m, **h_setting(cfg, s)}) for m, s in cfg.schemes]
-(2.0, ['aurora H 0.8 (tuned)', 'ctrl H 0.8 (tuned)', 'ctrl H 0.96 (+20 %)', 'seamless', 'aloma'])
+>>> tuned = 0.9                                       # as the tuning runs measured it
+>>> cfg.target_s, [label({"scheme": m, **h_setting(tuned, resolve_h(s, tuned))})
+...                for m, s in cfg.schemes]
+(2.0, ['aurora H 0.9 (tuned)', 'ctrl H 0.9 (tuned)', 'ctrl H 1.08 (+20 %)', 'aloma', 'seamless'])
 """
 
 from __future__ import annotations
@@ -85,7 +97,8 @@ class LoadManagersConfig:
 
     Parameters
     ----------
-    schemes : ``(manager, settings)`` pairs, each run once.
+    schemes : ``(manager, settings)`` pairs, each run once, in this order; ``h_factor`` in
+        the settings is a fixed ``H`` as a multiple of the tuned one (:func:`resolve_h`).
     trigger_s : the trigger (load-management) interval (s).
     target_intervals : the delay target ``D`` in trigger intervals.
     overload : the load the arrivals put on the node (executor seconds per second, 1 = the
@@ -102,9 +115,13 @@ class LoadManagersConfig:
     queries : the flat workload's queries (independent AVG queries on one feed each).
     rate : the queries' total rate before scaling (tuples/s).
     seed : the node seed.
-    tuned_h : the headroom ``H`` correct before the background job (the node's headroom: the
-        load is executor seconds per second, and batches that fill ``H`` of each interval keep
-        up); Aurora's and CTRL's settings are read against it (``h_vs_tuned`` in the summary).
+    tuned_h : where the tuning runs start (the rate runs' Aurora runs at it); with
+        ``tune_runs`` 0 it is taken as the tuned ``H`` unmeasured. The tuned ``H`` is the
+        headroom correct before the background job (the load is executor seconds per second,
+        and batches that fill ``H`` of each interval keep up); Aurora's and CTRL's settings are
+        read against it (``h_vs_tuned`` in the summary).
+    tune_runs : at most this many tuning runs (the confirmed rate run counts as the first).
+    tune_step : the tuning runs' step in ``H``.
     load_costs : the costs the load is measured at once the background job starts.
         ``"pre-job"`` (default): the costs each run's node fitted up to then, frozen
         (:meth:`~spillway.spark.controller.NodeController.freeze_load_costs`): Pham's load
@@ -115,11 +132,11 @@ class LoadManagersConfig:
     """
 
     schemes: tuple[tuple[str, Mapping[str, Any]], ...] = (
-        ("aurora", {"capacity": 0.8}),
-        ("ctrl", {"capacity": 0.8}),
-        ("ctrl", {"capacity": 0.96}),
-        ("seamless", {}),
+        ("aurora", {"h_factor": 1.0}),
+        ("ctrl", {"h_factor": 1.0}),
+        ("ctrl", {"h_factor": 1.2}),
         ("aloma", {}),
+        ("seamless", {}),
     )
     trigger_s: float = 0.5
     target_intervals: float = 4.0
@@ -135,6 +152,8 @@ class LoadManagersConfig:
     rate: float = 4000.0
     seed: int = 0
     tuned_h: float = 0.8
+    tune_runs: int = 4
+    tune_step: float = 0.05
     load_costs: str = "pre-job"
 
     def __post_init__(self) -> None:
@@ -150,6 +169,8 @@ class LoadManagersConfig:
         check_number("rate_tolerance", self.rate_tolerance, low=0, low_ok=False)
         check_number("overload", self.overload, low=0, low_ok=False)
         check_number("tuned_h", self.tuned_h, low=0, low_ok=False)
+        check_count("tune_runs", self.tune_runs, low=0)
+        check_number("tune_step", self.tune_step, low=0, low_ok=False)
         if self.load_costs not in LOAD_COSTS:
             raise ConfigError(
                 f"load_costs must be one of {', '.join(LOAD_COSTS)}, got {self.load_costs!r}"
@@ -174,8 +195,12 @@ class LoadManagersConfig:
         """``D`` in seconds."""
         return self.target_intervals * self.trigger_s
 
-    def node(self, manager: str, settings: Mapping[str, Any]) -> NodeConfig:
-        """The node config of one scheme (with overload calibration)."""
+    def node(
+        self, manager: str, settings: Mapping[str, Any], tuned: float | None = None
+    ) -> NodeConfig:
+        """The node config of one scheme (with overload calibration), its ``h_factor`` read
+        against ``tuned`` (default :attr:`tuned_h`)."""
+        settings = resolve_h(settings, self.tuned_h if tuned is None else tuned)
         qs = tuple(
             QuerySpec(name=f"q{i}", kind="avg", feed="gaussian", rate=self.rate / self.queries,
                       window_s=self.trigger_s)
@@ -201,19 +226,43 @@ AURORA_SWEEP = (0.625, 0.75, 0.875, 1.0, 1.125)
 CTRL_SWEEP = (0.8, 0.95, 1.0, 1.05, 1.2)
 
 
-def sweep_schemes(tuned_h: float, aurora: Sequence[float], ctrl: Sequence[float]) -> tuple[
+#: The fixed-H runs the checks compare with each other and with the untuned managers: Aurora
+#: and CTRL at the tuned H, CTRL 20 % high.
+CHECKED = (("aurora", 1.0), ("ctrl", 1.0), ("ctrl", 1.2))
+
+
+def resolve_h(settings: Mapping[str, Any], tuned: float) -> dict[str, Any]:
+    """``settings`` with ``h_factor`` (a multiple of the tuned H) made a fixed ``capacity``.
+
+    >>> resolve_h({"h_factor": 1.2}, 0.9), resolve_h({"capacity": 0.7}, 0.9), resolve_h({}, 0.9)
+    ({'capacity': 1.08}, {'capacity': 0.7}, {})
+    """
+    out = dict(settings)
+    f = out.pop("h_factor", None)
+    if f is not None:
+        check_number("h_factor", f, low=0, low_ok=False)
+        out["capacity"] = round(tuned * f, 6)
+    return out
+
+
+def sweep_schemes(aurora: Sequence[float], ctrl: Sequence[float]) -> tuple[
     tuple[str, Mapping[str, Any]], ...
 ]:  # fmt: skip
-    """Aurora and CTRL at ``tuned_h`` times each factor, then SEaMLeSS and ALoMa untuned.
+    """Aurora and CTRL at each factor of the tuned H, and ALoMa and SEaMLeSS untuned: first
+    the runs the checks compare (:data:`CHECKED` among the factors, then ALoMa and SEaMLeSS),
+    one after the other, then the rest of each sweep.
 
-    >>> [(m, s.get("capacity")) for m, s in sweep_schemes(0.8, (1.0,), (1.0, 1.2))]
-    [('aurora', 0.8), ('ctrl', 0.8), ('ctrl', 0.96), ('seamless', None), ('aloma', None)]
+    >>> [f"{m} {s.get('h_factor', '')}" for m, s in sweep_schemes((0.5, 1.0), (1.0, 1.05, 1.2))]
+    ['aurora 1.0', 'ctrl 1.0', 'ctrl 1.2', 'aloma ', 'seamless ', 'aurora 0.5', 'ctrl 1.05']
     """
+    given = [("aurora", f) for f in aurora] + [("ctrl", f) for f in ctrl]
+    first = [mf for mf in CHECKED if mf in given]
+    rest = [mf for mf in given if mf not in first]
     return (
-        *(("aurora", {"capacity": round(tuned_h * f, 6)}) for f in aurora),
-        *(("ctrl", {"capacity": round(tuned_h * f, 6)}) for f in ctrl),
-        ("seamless", {}),
+        *((m, {"h_factor": f}) for m, f in first),
         ("aloma", {}),
+        ("seamless", {}),
+        *((m, {"h_factor": f}) for m, f in rest),
     )
 
 
@@ -224,9 +273,9 @@ def make_config(quick: bool = False, seed: int = 0) -> LoadManagersConfig:
     if quick:
         return LoadManagersConfig(
             duration_s=50.0, warmup_s=10.0, background_start_s=25.0, background_period_s=5.0,
-            rate_runs=3, rate_run_s=30.0, seed=seed, schemes=sweep_schemes(0.8, (1.0,), (1.0, 1.2)),
+            rate_runs=3, rate_run_s=30.0, seed=seed, schemes=sweep_schemes((1.0,), (1.0, 1.2)),
         )  # fmt: skip
-    return LoadManagersConfig(seed=seed, schemes=sweep_schemes(0.8, AURORA_SWEEP, CTRL_SWEEP))
+    return LoadManagersConfig(seed=seed, schemes=sweep_schemes(AURORA_SWEEP, CTRL_SWEEP))
 
 
 def median_load(records: Sequence[Mapping[str, Any]], start_s: float, end_s: float) -> float:
@@ -238,6 +287,28 @@ def median_load(records: Sequence[Mapping[str, Any]], start_s: float, end_s: flo
     """
     loads = [float(r["load"]) for r in records if start_s <= r["t"] < end_s]
     return statistics.median(loads) if loads else math.nan
+
+
+def mean_violation(
+    records: Sequence[Mapping[str, Any]], target_s: float, start_s: float, end_s: float
+) -> float:
+    """The mean delay violation ``max(0, response - D)`` over the rows of the intervals with
+    ``start_s <= t < end_s`` (each interval's response time weighted by the rows it
+    processed; NaN: no row).
+
+    >>> recs = [{"t": 1.0, "processed": 10, "response_time_s": 9.0},
+    ...         {"t": 5.0, "processed": 30, "response_time_s": 2.5},
+    ...         {"t": 6.0, "processed": 10, "response_time_s": 1.0},
+    ...         {"t": 7.0, "processed": 0, "response_time_s": None}]
+    >>> mean_violation(recs, 2.0, 2.0, 10.0), mean_violation(recs, 2.0, 7.0, 10.0)
+    (0.375, nan)
+    """
+    rs = [r for r in records if start_s <= r["t"] < end_s
+          and r.get("response_time_s") is not None and r["processed"] > 0]  # fmt: skip
+    rows = sum(r["processed"] for r in rs)
+    if not rows:
+        return math.nan
+    return sum(r["processed"] * max(0.0, r["response_time_s"] - target_s) for r in rs) / rows
 
 
 def rate_step(
@@ -315,8 +386,9 @@ def _run_node(
 
 def find_rate(config: LoadManagersConfig, spark: Any) -> tuple[float, list[dict[str, Any]]]:
     """The arrival rate whose measured load is ``config.overload`` (see the module docstring),
-    and one record per rate run (its rate, median load, whether it calibrated and confirmed).
-    After ``rate_runs`` runs without a confirmation the last rescaled rate is used, unconfirmed.
+    and one record per rate run (its rate, median load, Aurora's mean delay violation at
+    ``tuned_h``, whether it calibrated and confirmed). After ``rate_runs`` runs without a
+    confirmation the last rescaled rate is used, unconfirmed.
     """
     cfg = config.node("aurora", {"capacity": config.tuned_h})
     tried: list[dict[str, Any]] = []
@@ -328,6 +400,8 @@ def find_rate(config: LoadManagersConfig, spark: Any) -> tuple[float, list[dict[
         points = [(r["rate_tuples_per_s"], r["load_median"]) for r in tried]
         nxt, ok = rate_step([*points, (m["rate"], load)], config.overload, config.rate_tolerance)
         tried.append({"round": i + 1, "rate_tuples_per_s": m["rate"], "load_median": load,
+                      "delay_violation_mean_s": mean_violation(
+                          m["records"], config.target_s, config.rate_warmup_s, math.inf),
                       "calibrated": rate is None, "confirmed": ok})  # fmt: skip
         report(f"load-managers: rate run {i + 1} at {m['rate']:,.0f} tuples/s measured a load "
                f"of {load:.3f} (wanted {config.overload:g})")  # fmt: skip
@@ -338,40 +412,140 @@ def find_rate(config: LoadManagersConfig, spark: Any) -> tuple[float, list[dict[
     return rate, tried
 
 
+def holds(violation: float, limit: float) -> bool:
+    """Whether a run's mean delay violation is within ``limit`` (a run that processed nothing,
+    NaN, does not hold)."""
+    return violation <= limit
+
+
+def next_h(tried: Sequence[tuple[float, float]], limit: float, step: float) -> float | None:
+    """The next tuning run's ``H`` from the tuning runs so far (``(H, mean violation)`` each,
+    in order), or None when the tuned ``H`` is bracketed: up a step from an ``H`` that held
+    ``D`` (violation within ``limit``), down a step from one that did not, until the step
+    lands on an ``H`` already tried the other way.
+
+    >>> next_h([(0.8, 0.0)], 0.2, 0.05), next_h([(0.8, 0.0), (0.85, 0.1), (0.9, 3.1)], 0.2, 0.05)
+    (0.85, None)
+    >>> next_h([(0.8, 1.2)], 0.2, 0.05), next_h([(0.8, 1.2), (0.75, 0.0)], 0.2, 0.05)
+    (0.75, None)
+    >>> next_h([(0.05, float("nan"))], 0.2, 0.05) is None      # nothing below to try
+    True
+    """
+    h, v = tried[-1]
+    ok = holds(v, limit)
+    nxt = round(h + step if ok else h - step, 6)
+    if nxt <= 0 or any(abs(t - nxt) < 1e-9 and holds(u, limit) != ok for t, u in tried):
+        return None
+    return nxt
+
+
+def tuned_of(tried: Sequence[tuple[float, float]], limit: float, step: float) -> dict[str, Any]:
+    """The tuned ``H`` from the tuning runs: the largest that held ``D``, ``bracketed`` when
+    the ``H`` a step above it was tried and did not (it is then the hand-tuned one, not merely
+    one that holds); when none held, the smallest tried, not bracketed.
+
+    >>> tuned_of([(0.8, 0.0), (0.85, 0.1), (0.9, 3.1)], 0.2, 0.05)
+    {'tuned_h': 0.85, 'bracketed': True}
+    >>> tuned_of([(0.8, 0.0), (0.85, 0.1)], 0.2, 0.05)
+    {'tuned_h': 0.85, 'bracketed': False}
+    >>> tuned_of([(0.8, 1.0), (0.75, 0.5)], 0.2, 0.05)
+    {'tuned_h': 0.75, 'bracketed': False}
+    """
+    held = [h for h, v in tried if holds(v, limit)]
+    if not held:
+        return {"tuned_h": min(h for h, _ in tried), "bracketed": False}
+    best = max(held)
+    above = [v for h, v in tried if abs(h - (best + step)) < 1e-9]
+    return {"tuned_h": best, "bracketed": bool(above) and not holds(above[0], limit)}
+
+
+def tune_h(
+    config: LoadManagersConfig, spark: Any, rate: float, tried_rates: Sequence[Mapping[str, Any]]
+) -> tuple[float, list[dict[str, Any]]]:
+    """The tuned ``H`` (see the module docstring) and one record per tuning run (its ``H``,
+    mean delay violation, whether it held ``D``, whether it was the rate run). Aurora runs at
+    ``rate`` without the background job, ``rate_run_s`` long; the confirmed rate run, Aurora
+    at ``tuned_h`` at that rate, is the first. With ``tune_runs`` 0, ``tuned_h`` as
+    configured and no record."""
+    if config.tune_runs == 0:
+        return config.tuned_h, []
+    lim = VIOLATION_SHARE_MAX * config.target_s
+    last = tried_rates[-1] if tried_rates else None
+    tuning: list[dict[str, Any]] = []
+    if last is not None and last["confirmed"]:
+        tuning.append({"h": config.tuned_h, "delay_violation_mean_s":
+                       last["delay_violation_mean_s"], "rate_run": True})  # fmt: skip
+    h: float | None = config.tuned_h
+    while len(tuning) < config.tune_runs:
+        if tuning:
+            h = next_h([(r["h"], r["delay_violation_mean_s"]) for r in tuning], lim,
+                       config.tune_step)  # fmt: skip
+        if h is None:
+            break
+        cfg = at_rate(config.node("aurora", {"capacity": h}), rate)
+        m = _run_node(config, cfg, spark, config.rate_run_s, background=False)
+        v = mean_violation(m["records"], config.target_s, config.rate_warmup_s, math.inf)
+        tuning.append({"h": h, "delay_violation_mean_s": v, "rate_run": False})
+        report(f"load-managers: tuning run at H {h:g} violated D by {v:.3f} s on average "
+               f"(holds within {lim:g} s: {holds(v, lim)})")  # fmt: skip
+    for r in tuning:
+        r["held"] = holds(r["delay_violation_mean_s"], lim)
+    return tuning_result(config, tuning)["tuned_h"], tuning
+
+
+def tuning_result(
+    config: LoadManagersConfig, tuning: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """:func:`tuned_of` the tuning runs' records (``h``, ``delay_violation_mean_s``); without
+    any, the configured ``tuned_h``, not bracketed."""
+    if not tuning:
+        return {"tuned_h": config.tuned_h, "bracketed": False}
+    lim = VIOLATION_SHARE_MAX * config.target_s
+    return tuned_of([(r["h"], r["delay_violation_mean_s"]) for r in tuning], lim,
+                    config.tune_step)  # fmt: skip
+
+
 def measure(config: LoadManagersConfig) -> dict[str, Any]:
-    """The rate runs (``rate_runs``) and one record per scheme (``runs``): its per-interval
-    load-manager records and node history, all at the rate :func:`find_rate` found."""
+    """The rate runs (``rate_runs``), the tuning runs and the tuned ``H`` (``tuning``,
+    ``tuned_h``), and one record per scheme (``runs``): its per-interval load-manager records
+    and node history, all at the rate :func:`find_rate` found, each fixed ``H`` read against
+    the tuned one."""
     spark = experiment_spark(app_name="spillway-load-managers")
     try:
         rate, tried = find_rate(config, spark)
+        tuned, tuning = tune_h(config, spark, rate, tried)
         runs = []
         for i, (manager, settings) in enumerate(config.schemes):
-            cfg = at_rate(config.node(manager, settings), rate)
+            fixed = resolve_h(settings, tuned)
+            cfg = at_rate(config.node(manager, fixed), rate)
             m = _run_node(config, cfg, spark, config.duration_s, background=True)
-            runs.append({"scheme": manager, "settings": dict(settings), **m})
-            name = label({"scheme": manager, **h_setting(config, settings)})
+            runs.append({"scheme": manager, "settings": fixed, **m})
+            name = label({"scheme": manager, **h_setting(tuned, fixed)})
             report(f"load-managers: run {i + 1} of {len(config.schemes)} ({name}) done")
     finally:
         spark.stop()
-    return {"rate_runs": tried, "runs": runs}
+    return {"rate_runs": tried, "tuning": tuning, "tuned_h": tuned, "runs": runs}
 
 
-def h_setting(config: LoadManagersConfig, settings: Mapping[str, Any]) -> dict[str, Any]:
+def h_setting(tuned: float, settings: Mapping[str, Any]) -> dict[str, Any]:
     """A run's ``h`` (its fixed H, or "auto" for an untuned manager) and ``h_vs_tuned`` (how
-    far that H is off the tuned one: 0.2 is 20 % high; None when untuned).
+    far that H is off the ``tuned`` one: 0.2 is 20 % high; None when untuned).
 
-    >>> h_setting(make_config(quick=True), {"capacity": 0.76})
-    {'h': 0.76, 'h_vs_tuned': -0.05}
+    >>> h_setting(0.8, {"capacity": 0.76}), h_setting(0.8, {})
+    ({'h': 0.76, 'h_vs_tuned': -0.05}, {'h': 'auto', 'h_vs_tuned': None})
     """
     h = settings.get("capacity")
     if h is None:
         return {"h": "auto", "h_vs_tuned": None}
-    return {"h": h, "h_vs_tuned": round(h / config.tuned_h - 1.0, 6)}
+    return {"h": h, "h_vs_tuned": round(h / tuned - 1.0, 6)}
 
 
-def summarise(config: LoadManagersConfig, run: Mapping[str, Any]) -> dict[str, Any]:
+def summarise(
+    config: LoadManagersConfig, run: Mapping[str, Any], tuned: float | None = None
+) -> dict[str, Any]:
     """The run's summary values (the names the issue fixes: ``scheme``, ``workload``,
-    ``target_s``, ``delay_violation_mean_s``, ``loss``), from the measured records.
+    ``target_s``, ``delay_violation_mean_s``, ``loss``), from the measured records, its fixed
+    ``H`` read against ``tuned`` (default: the configured ``tuned_h``).
 
     >>> cfg = make_config(quick=True)
     >>> run = {"scheme": "aloma", "settings": {}, "rate": 100.0,
@@ -386,35 +560,26 @@ def summarise(config: LoadManagersConfig, run: Mapping[str, Any]) -> dict[str, A
     >>> s["load_median_before"]                   # warm-up 10 s, background job from 25 s
     1.9
     """
-    d = config.target_s
-    recs = [r for r in run["records"] if r["t"] >= config.warmup_s]
+    d, w, job = config.target_s, config.warmup_s, config.background_start_s
+    recs = [r for r in run["records"] if r["t"] >= w]
     timed = [r for r in recs if r.get("response_time_s") is not None and r["processed"] > 0]
-
-    def violation(rs: Sequence[Mapping[str, Any]]) -> float:
-        rows = sum(r["processed"] for r in rs)
-        if not rows:
-            return math.nan
-        return sum(r["processed"] * max(0.0, r["response_time_s"] - d) for r in rs) / rows
-
-    arr = [(n, k) for t, n, k in run["arrived"] if t >= config.warmup_s]
+    arr = [(n, k) for t, n, k in run["arrived"] if t >= w]
     arrived = sum(n for n, _ in arr)
-    before = [r for r in timed if r["t"] < config.background_start_s]
-    after = [r for r in timed if r["t"] >= config.background_start_s]
     caps = [r["capacity"] for r in recs]
     return {
         "scheme": run["scheme"],
         "workload": "flat",
         "settings": dict(run["settings"]),
-        **h_setting(config, run["settings"]),
+        **h_setting(config.tuned_h if tuned is None else tuned, run["settings"]),
         "target_s": d,
         "target_intervals": config.target_intervals,
         "rate_tuples_per_s": run["rate"],
         "load_median_before": median_load(
             run["records"], config.warmup_s, config.background_start_s
         ),
-        "delay_violation_mean_s": violation(timed),
-        "delay_violation_before_s": violation(before),
-        "delay_violation_after_s": violation(after),
+        "delay_violation_mean_s": mean_violation(recs, d, w, math.inf),
+        "delay_violation_before_s": mean_violation(recs, d, w, job),
+        "delay_violation_after_s": mean_violation(recs, d, max(w, job), math.inf),
         "response_mean_s": (
             sum(r["processed"] * r["response_time_s"] for r in timed)
             / max(sum(r["processed"] for r in timed), 1)
@@ -468,8 +633,13 @@ def _calm(name: str, *runs: Mapping[str, Any]) -> Check | None:
                           + f" (overloaded: above {OVERLOADED_LOAD:g})")  # fmt: skip
 
 
-def checks(config: LoadManagersConfig, runs: Sequence[Mapping[str, Any]]) -> list[Check]:
-    """Pham's claims on the measured runs (each can fail; see the module docstring).
+def checks(
+    config: LoadManagersConfig,
+    runs: Sequence[Mapping[str, Any]],
+    tuning: Sequence[Mapping[str, Any]] = (),
+) -> list[Check]:
+    """Pham's claims on the measured runs (each can fail; see the module docstring), the fixed
+    ``H`` measured against the tuned one the ``tuning`` runs found (none: configured).
 
     - ``every_run_overloaded``: every run's median load before the background job (executor
       seconds per second) is above 1: Pham's claims are about an overloaded node;
@@ -479,8 +649,11 @@ def checks(config: LoadManagersConfig, runs: Sequence[Mapping[str, Any]]) -> lis
       ALoMa; ``ctrl_wrong_h_violates_more_than_tuned``: more than CTRL at the tuned H (Pham
       Table 2);
     - ``aurora_tuned_h_misses_d``: Aurora at the H correct before the background job misses D
-      (mean violation above 0.1·D); ``aurora_violation_grows_with_h``: the sweep's highest H
-      violates more than its lowest (Pham Table 1), not applicable without a sweep.
+      once the job runs (mean violation after its start above 0.1·D); not applicable when that
+      H did not hold D before the job in the same run (it was not correct there), or when the
+      tuning runs did not bracket it (an H that holds with room to spare is not the tuned
+      one); ``aurora_violation_grows_with_h``: the sweep's highest H violates more than its
+      lowest (Pham Table 1), not applicable without a sweep.
 
     Each claim is not applicable when one of its runs was not overloaded.
 
@@ -523,14 +696,7 @@ def checks(config: LoadManagersConfig, runs: Sequence[Mapping[str, Any]]) -> lis
                                   other["delay_violation_mean_s"],
                                   what=f"CTRL's (H +20 %) mean delay violation (s) against "
                                        f"{what}"))  # fmt: skip
-    aurora = _at(runs, "aurora", 0.0)
-    if aurora is None:
-        out.append(not_applicable("aurora_tuned_h_misses_d", "Aurora at the tuned H did not run"))
-    else:
-        out.append(_calm("aurora_tuned_h_misses_d", aurora)
-                   or compare("aurora_tuned_h_misses_d", aurora["delay_violation_mean_s"], ">",
-                              lim, what="Aurora's (H correct before the job) mean delay "
-                                        "violation (s), 0.1·D"))  # fmt: skip
+    out.append(_aurora_tuned(config, _at(runs, "aurora", 0.0), tuning, lim))
     sweep = sorted(
         (r for r in runs if r["scheme"] == "aurora" and r.get("h_vs_tuned") is not None),
         key=lambda r: r["h_vs_tuned"],
@@ -545,6 +711,35 @@ def checks(config: LoadManagersConfig, runs: Sequence[Mapping[str, Any]]) -> lis
                               what=f"Aurora's mean delay violation (s) at H {sweep[-1]['h']} "
                                    f"against H {sweep[0]['h']}"))  # fmt: skip
     return out
+
+
+def _aurora_tuned(
+    config: LoadManagersConfig,
+    aurora: Mapping[str, Any] | None,
+    tuning: Sequence[Mapping[str, Any]],
+    lim: float,
+) -> Check:
+    """``aurora_tuned_h_misses_d`` (see :func:`checks`)."""
+    name = "aurora_tuned_h_misses_d"
+    if aurora is None:
+        return not_applicable(name, "Aurora at the tuned H did not run")
+    calm = _calm(name, aurora)
+    if calm is not None:
+        return calm
+    if tuning:
+        t = tuning_result(config, tuning)
+        if not t["bracketed"]:
+            return not_applicable(name, f"the tuning runs did not bracket the tuned H (largest "
+                                  f"holding D: {num(t['tuned_h'])}; the H a step above it not "
+                                  "tried or it held too)")  # fmt: skip
+    before = aurora.get("delay_violation_before_s", math.nan)
+    if not holds(before, lim):
+        return not_applicable(name, f"{label(aurora)} did not hold D before the job in this run "
+                              f"(mean violation {num(before)} s over 0.1·D = {num(lim)} s), so "
+                              "its H was not correct there")  # fmt: skip
+    return compare(name, aurora.get("delay_violation_after_s"), ">", lim,
+                   what=f"{label(aurora)}'s mean delay violation (s) after the job starts "
+                        f"(before: {num(before)}), 0.1·D")  # fmt: skip
 
 
 def _load_note(load_costs: str) -> str:
@@ -572,6 +767,29 @@ def _load_note(load_costs: str) -> str:
     )
 
 
+def _tuning_note(
+    config: LoadManagersConfig, tuning: Sequence[Mapping[str, Any]], tuned: float, bracketed: bool
+) -> str:
+    """The report's sentence on where the tuned H came from.
+
+    >>> _tuning_note(make_config(), [], 0.8, False)
+    'The tuned H (correct before the job): 0.8 as configured (`tune_runs` = 0), not measured.'
+    """
+    if not tuning:
+        return (f"The tuned H (correct before the job): {num(tuned)} as configured "
+                "(`tune_runs` = 0), not measured.")  # fmt: skip
+    lim = num(VIOLATION_SHARE_MAX * config.target_s)
+    tried = ", ".join(f"{num(r['h'])} ({num(r['delay_violation_mean_s'])} s)" for r in tuning)
+    return (
+        f"The tuned H (correct before the job), measured: {num(tuned)}, the largest H at which "
+        f"Aurora without the job violated D by at most 0.1·D = {lim} s on average in "
+        f"{len(tuning)} tuning runs at the same rate ({num(config.rate_run_s)} s each; H and "
+        f"mean violation: {tried}; "
+        + ("bracketed: the H a step above it did not hold)."
+           if bracketed else "NOT bracketed: the H a step above it was not shown to miss D).")
+    )  # fmt: skip
+
+
 def label(run: Mapping[str, Any]) -> str:
     """A run's name in tables and figures: the scheme, and its H against the tuned one.
 
@@ -591,9 +809,12 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
     :func:`measure` returned (``rate_runs`` and the schemes' ``runs``)."""
     tried = [dict(r) for r in measured["rate_runs"]]
     confirmed = bool(tried) and bool(tried[-1]["confirmed"])
+    tuning = [dict(r) for r in measured.get("tuning", ())]
+    found = tuning_result(config, tuning)
+    tuned, bracketed = found["tuned_h"], found["bracketed"]
     done: list[Mapping[str, Any]] = list(measured["runs"])
-    runs = [summarise(config, m) for m in done]
-    cks = checks(config, runs)
+    runs = [summarise(config, m, tuned) for m in done]
+    cks = checks(config, runs, tuning)
     d = config.target_s
     names = [label(r) for r in runs]
     series_rt = {
@@ -653,6 +874,9 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
             "runs": runs,
             "rate_runs": tried,
             "rate_confirmed": confirmed,
+            "tuned_h": tuned,
+            "tuned_h_bracketed": bracketed,
+            "tuning": tuning,
             "load_costs": config.load_costs,
         },
         checks=cks,
@@ -676,8 +900,9 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
             )
             + " (CPU seconds it burnt: summary.json `background_cpu_s`). Runs of "
             f"{num(config.duration_s)} s, the first {num(config.warmup_s)} s left out. "
-            f"Runs: {', '.join(names)}; H correct before the job {num(config.tuned_h)}, "
-            "SEaMLeSS and ALoMa start from Pham's H0 = 0.8."
+            f"Runs, in this order: {', '.join(names)}. "
+            + _tuning_note(config, tuning, tuned, bracketed)
+            + " SEaMLeSS and ALoMa start from Pham's H0 = 0.8."
         ),
         paper=paper,
         notes=(
@@ -705,6 +930,12 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
                     tried, ["round", "rate_tuples_per_s", "load_median", "calibrated", "confirmed"]
                 ),
             ),
+            (
+                "Tuning Aurora's H (summary.json `tuning`)",
+                markdown_table(tuning, ["h", "delay_violation_mean_s", "held", "rate_run"])
+                if tuning
+                else "No tuning runs (`tune_runs` = 0): the configured H.",
+            ),
             ("Every run (summary.json `runs`)", markdown_table(runs, cols)),
         ],  # fmt: skip
     )
@@ -728,6 +959,12 @@ __all__ = [
     "checks",
     "find_rate",
     "h_setting",
+    "holds",
+    "mean_violation",
+    "next_h",
+    "resolve_h",
+    "tune_h",
+    "tuned_of",
     "intervals",
     "label",
     "make_config",

@@ -70,12 +70,18 @@ def test_report_from_measured_records(tmp_path):
     assert len(trace) == 1 + 5 * 50 and trace[0].startswith("scheme,settings,t,")
 
 
-def test_full_runs_sweep_aurora_and_ctrl():
+def test_full_runs_sweep_aurora_and_ctrl_the_compared_runs_first():
     cfg = lm.make_config()
-    hs = [(m, s.get("capacity")) for m, s in cfg.schemes]
-    assert [h for m, h in hs if m == "aurora"] == [0.5, 0.6, 0.7, 0.8, 0.9]
-    assert [h for m, h in hs if m == "ctrl"] == [0.64, 0.76, 0.8, 0.84, 0.96]
+    hs = [(m, s.get("h_factor")) for m, s in cfg.schemes]
+    assert sorted(f for m, f in hs if m == "aurora") == [0.625, 0.75, 0.875, 1.0, 1.125]
+    assert sorted(f for m, f in hs if m == "ctrl") == [0.8, 0.95, 1.0, 1.05, 1.2]
+    # the runs the checks compare run one after the other, before the rest of the sweeps
+    assert hs[:5] == [("aurora", 1.0), ("ctrl", 1.0), ("ctrl", 1.2), ("aloma", None),
+                      ("seamless", None)]  # fmt: skip
     assert cfg.target_s == 2.0 and cfg.duration_s == 200.0
+    assert cfg.node("ctrl", {"h_factor": 1.2}, 0.9).load_manager_options == {"capacity": 1.08}
+    with pytest.raises(ConfigError, match="h_factor must be"):
+        lm.LoadManagersConfig(schemes=(("aurora", {"h_factor": -1.0}),))
 
 
 def test_a_node_that_was_not_overloaded_tests_no_claim(tmp_path):
@@ -116,21 +122,37 @@ def test_the_rate_is_rescaled_until_the_load_is_confirmed():
         lm.LoadManagersConfig(rate_runs=0)
 
 
-def test_measure_runs_every_scheme_at_the_rate_found_and_says_so(monkeypatch):
-    """The plumbing of measure (Spark replaced): every scheme runs once, with the background
-    job, at the rate find_rate returned, and each run reports when it is done."""
-    stopped, ran, said = [], [], []
+def _holding_up_to(h_max):
+    """A stand-in for ``_run_node``: Aurora without the job holds D (response 1 s) at an H up
+    to ``h_max`` and misses it by 1.5 s above; each call is noted in ``ran``."""
+    ran = []
+
+    def run_node(config, cfg, spark, duration_s, background):
+        h = cfg.load_manager_options.get("capacity")
+        ran.append((cfg.load_manager, h, lm.input_rate(cfg), duration_s, background))
+        rt = 1.0 if h is None or h <= h_max + 1e-9 else 3.5
+        recs = [{"t": float(t), "processed": 10, "response_time_s": rt, "load": 1.9,
+                 "capacity": h or 0.8} for t in range(60)]  # fmt: skip
+        arrived = [(float(t), 20, 10) for t in range(60)]
+        return {"rate": lm.input_rate(cfg), "records": recs, "arrived": arrived}
+
+    return run_node, ran
+
+
+def test_measure_tunes_h_then_runs_every_scheme_at_the_rate_found_and_says_so(monkeypatch):
+    """The plumbing of measure (Spark replaced): tuning runs without the job from the
+    confirmed rate run's H (0.8, held) up to the first H that misses D (0.95), then every
+    scheme once, with the background job, at the rate find_rate returned and its H read
+    against the tuned 0.9; each run reports when it is done."""
+    stopped, said = [], []
 
     class _Spark:
         def stop(self):
             stopped.append(True)
 
-    def run_node(config, cfg, spark, duration_s, background):
-        ran.append((cfg.load_manager, lm.input_rate(cfg), duration_s, background))
-        return {"rate": lm.input_rate(cfg), "records": [], "arrived": []}
-
+    run_node, ran = _holding_up_to(0.9)
     tried = [{"round": 1, "rate_tuples_per_s": 1e6, "load_median": 2.0, "calibrated": True,
-              "confirmed": True}]  # fmt: skip
+              "delay_violation_mean_s": 0.0, "confirmed": True}]  # fmt: skip
     monkeypatch.setattr(lm, "experiment_spark", lambda app_name: _Spark())
     monkeypatch.setattr(lm, "find_rate", lambda config, spark: (2.5e6, tried))
     monkeypatch.setattr(lm, "_run_node", run_node)
@@ -138,11 +160,52 @@ def test_measure_runs_every_scheme_at_the_rate_found_and_says_so(monkeypatch):
     cfg = lm.make_config(quick=True)
     out = lm.measure(cfg)
     assert out["rate_runs"] == tried and stopped == [True]
-    assert [r["scheme"] for r in out["runs"]] == [m for m, _ in cfg.schemes]
-    assert all(rate == pytest.approx(2.5e6) and bg for _, rate, _, bg in ran)
-    assert [m for m, *_ in ran] == [m for m, _ in cfg.schemes]
-    assert said[-1] == "load-managers: run 5 of 5 (aloma) done"
-    assert said[1] == "load-managers: run 2 of 5 (ctrl H 0.8 (tuned)) done"
+    assert [(r["h"], r["held"], r["rate_run"]) for r in out["tuning"]] == [
+        (0.8, True, True),
+        (0.85, True, False),
+        (0.9, True, False),
+        (0.95, False, False),
+    ]
+    assert out["tuned_h"] == 0.9
+    tuning, schemes = ran[:3], ran[3:]
+    assert [(m, h, d, bg) for m, h, _, d, bg in tuning] == [
+        ("aurora", h, cfg.rate_run_s, False) for h in (0.85, 0.9, 0.95)
+    ]
+    assert all(rate == pytest.approx(2.5e6) for _, _, rate, _, _ in ran)
+    assert all(bg for *_, bg in schemes)
+    assert [(m, h) for m, h, *_ in schemes] == [
+        ("aurora", 0.9),
+        ("ctrl", 0.9),
+        ("ctrl", 1.08),
+        ("aloma", None),
+        ("seamless", None),
+    ]
+    assert said[-1] == "load-managers: run 5 of 5 (seamless) done"
+    assert "load-managers: run 3 of 5 (ctrl H 1.08 (+20 %)) done" in said
+    s = lm.analyse(cfg, out).values
+    assert s["tuned_h"] == 0.9 and s["tuned_h_bracketed"]
+
+
+def test_tuning_steps_down_from_an_h_that_misses_and_runs_the_first_when_unconfirmed(
+    monkeypatch,
+):
+    run_node, ran = _holding_up_to(0.7)
+    monkeypatch.setattr(lm, "_run_node", run_node)
+    monkeypatch.setattr(lm, "report", lambda _: None)
+    cfg = lm.make_config()
+    unconfirmed = [{"confirmed": False, "delay_violation_mean_s": 0.0}]
+    tuned, tuning = lm.tune_h(cfg, None, 1e6, unconfirmed)
+    assert [(r["h"], r["held"], r["rate_run"]) for r in tuning] == [
+        (0.8, False, False),
+        (0.75, False, False),
+        (0.7, True, False),
+    ]
+    assert tuned == 0.7 and lm.tuned_of([(0.8, 1.5), (0.75, 1.5), (0.7, 0.0)], 0.2, 0.05) == {
+        "tuned_h": 0.7,
+        "bracketed": True,
+    }
+    none = lm.tune_h(lm.LoadManagersConfig(tune_runs=0), None, 1e6, unconfirmed)
+    assert none == (0.8, []) and len(ran) == 3
 
 
 @pytest.mark.parametrize(
