@@ -884,7 +884,7 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
             f"Flat workload: {config.queries} independent AVG queries on Gaussian feeds, windows "
             f"of one trigger interval ({num(config.trigger_s)} s), the same arrival rate for "
             f"every scheme: {num(runs[0]['rate_tuples_per_s']) if runs else 'none'} tuples/s, "
-            f"found by up to {config.rate_runs} rate runs of Aurora at the tuned H without the "
+            f"found by up to {config.rate_runs} rate runs of Aurora at H {num(config.tuned_h)} without the "
             f"background job ({num(config.rate_run_s)} s each, the first calibrating the node) "
             f"as the rate whose measured load is {config.overload:g} within "
             f"{config.rate_tolerance:.0%} ("
