@@ -29,12 +29,12 @@ Full runs sweep Aurora's ``H`` (0.625 to 1.125 times the tuned one) and run CTRL
 (Aurora and CTRL at the tuned ``H``, CTRL 20 % high, ALoMa, SEaMLeSS), the rest of the sweeps
 after them: the node's speed drifts over a long session (its median load at one rate fell from
 1.57 to 1.17 over the twelve runs of that day's paper-shaped run), and runs far apart in time
-are not like for like. SEaMLeSS and ALoMa start from Pham's ``H0 = 0.8`` untuned. ``D`` is stated in trigger intervals: 4 intervals of 0.5 s, Pham's D = 2 s at his
-0.5 s control period.
+are not like for like. SEaMLeSS and ALoMa start from Pham's ``H0 = 0.8`` untuned. ``D`` is
+stated in trigger intervals: 4 intervals of 0.5 s, Pham's D = 2 s at his 0.5 s control period.
 
 The arrival rate is found before the schemes run, and confirmed (:func:`find_rate`): a node
 calibrates its capacity (its overload calibration, nothing shed), then rate runs of Aurora at
-the tuned ``H``, without the background job, measure the load those arrivals put on the node
+``tuned_h``, without the background job, measure the load those arrivals put on the node
 (executor seconds per second from its fitted cost model); the rate is moved along the line
 through the last two (rate, load) points until the measured load is ``overload`` within
 ``rate_tolerance`` (:func:`rate_step`). One calibration round is not enough on this machine:
@@ -884,8 +884,9 @@ def analyse(config: LoadManagersConfig, measured: Mapping[str, Any]) -> Analysis
             f"Flat workload: {config.queries} independent AVG queries on Gaussian feeds, windows "
             f"of one trigger interval ({num(config.trigger_s)} s), the same arrival rate for "
             f"every scheme: {num(runs[0]['rate_tuples_per_s']) if runs else 'none'} tuples/s, "
-            f"found by up to {config.rate_runs} rate runs of Aurora at H {num(config.tuned_h)} without the "
-            f"background job ({num(config.rate_run_s)} s each, the first calibrating the node) "
+            f"found by up to {config.rate_runs} rate runs of Aurora at H {num(config.tuned_h)} "
+            f"without the background job ({num(config.rate_run_s)} s each, the first "
+            "calibrating the node) "
             f"as the rate whose measured load is {config.overload:g} within "
             f"{config.rate_tolerance:.0%} ("
             + ("confirmed" if confirmed else "NOT confirmed: the last rescaled rate was used")
