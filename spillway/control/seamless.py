@@ -40,6 +40,17 @@ Interpretations (docs/design.md, decisions):
   (:class:`~spillway.control.load_manager.IntervalStats`; on Spark
   ``NodeController._work_and_queued``).
 
+- when a drop takes effect (``retroactive``, set by the Spark node): Pham's ``v`` is the
+  *next* period's admission and ``qL`` counts waiting tuples at the shedding in effect, since
+  AQSIOS sheds as a source reads. A Spark node decides each micro-batch's arrivals after they
+  came, all of them waiting; applying the new drop to them, while ``qL`` counted them at the
+  last one, couples a batch's length to the next decision (a batch that kept much runs long,
+  brings many arrivals, and the next decision sheds hard), and at a high rate the drop swings
+  between its bounds at every decision. So the step returns the drop in effect, which the
+  node's ``qL`` counted the waiting arrivals at, and the new one applies from the next
+  interval (``tests/spark/test_load_control.py``, EXPERIMENTS.md "SEaMLeSS decides one
+  interval ahead").
+
 Unlike CTRL it works on any query network (the queued load replaces the tuple count) and needs
 no hand-tuned ``H``; like CTRL it assumes a fair scheduler and the count of arrived but unread
 tuples (Pham §4.4).
@@ -94,6 +105,13 @@ class SeamlessConfig(LoadManagerConfig):
     control_period_s : the length (s) of one control period; a step then counts as
         ``interval_s / control_period_s`` periods. None: every step is one period.
     pole : closed-loop pole of the controller, in [0, 1).
+    retroactive : the runtime sheds, at the drop a step returns, the arrivals of the interval
+        that step reported (a Spark node decides a micro-batch's arrivals after they came).
+        The step then returns the drop in effect, at which ``queued_load`` counted those
+        arrivals, and the new drop takes effect from the next step: Pham's timing, where ``v``
+        is the next period's admission (the Spark node sets it); the first step, with no drop
+        in effect yet, returns its own. False: the drop returned is the new one (the shedder
+        sits at the arrival, as in the queue model).
     min_capacity, max_capacity : bounds of the learned ``H`` (a guard against a degenerate
         ``D'``; not in the thesis).
     max_drop : the highest drop fraction.
@@ -105,6 +123,7 @@ class SeamlessConfig(LoadManagerConfig):
     period: int = 30
     control_period_s: float | None = None
     pole: float = 0.7
+    retroactive: bool = False
     min_capacity: float = 1e-3
     max_capacity: float = 64.0
 
@@ -135,6 +154,8 @@ class SeamlessState:
         time.
     response_sum_s : sum of those periods' mean response times, each times its results.
     response_rows : the results those means are over (their weights).
+    decided : a step has decided a drop (a ``retroactive`` step applies the drop in effect
+        only once there is one: the first applies its own).
     """
 
     capacity: float
@@ -145,6 +166,7 @@ class SeamlessState:
     shedding_periods: float = 0.0
     response_sum_s: float = 0.0
     response_rows: float = 0.0
+    decided: bool = False
 
 
 def initial_state(config: SeamlessConfig) -> SeamlessState:
@@ -192,8 +214,9 @@ def step(
     if period_load > 0:
         drop = min(max(1.0 - admit / period_load, 0.0), config.max_drop)
     realised = period_load * (1.0 - drop) - processed
-    new = replace(state, drop=drop, error=error, output=realised)
-    decision = LoadDecision(drop=drop, load=stats.load, capacity=h, estimated_delay_s=delay)
+    new = replace(state, drop=drop, error=error, output=realised, decided=True)
+    applied = state.drop if config.retroactive and state.decided else drop
+    decision = LoadDecision(drop=applied, load=stats.load, capacity=h, estimated_delay_s=delay)
     return StepResult(new, decision)
 
 

@@ -110,7 +110,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import takewhile
 from typing import Any
 
@@ -282,7 +282,7 @@ class ClassControlConfig:
                 target_intervals=d,
                 settings={**self.settings, "capacity": h * share},
             )
-            managers.append(lc.manager_config(trigger_s))
+            managers.append(_now(lc.manager_config(trigger_s), self.settings))
         dilos = DilosConfig(  # the CRC counts trigger intervals, not decisions
             priorities=self.weights, crc_cycles=self.crc_cycles, control_period_s=trigger_s
         )
@@ -306,7 +306,20 @@ class ClassControlConfig:
             target_intervals=min(self.target_intervals),
             settings={**self.settings, "capacity": h},
         )
-        return classes.ClassesConfig(managers=(lc.manager_config(trigger_s),), priorities=(1,))
+        return classes.ClassesConfig(
+            managers=(_now(lc.manager_config(trigger_s), self.settings),), priorities=(1,)
+        )
+
+
+def _now(manager: Any, settings: Mapping[str, Any]) -> Any:
+    """``manager`` deciding the arrivals it reports on (``retroactive`` off unless set): a
+    class's drop is the class scheduler's, not its manager's alone, and the classes' queued
+    loads count the arrivals at the last drop applied, so deciding one interval ahead
+    (:attr:`~spillway.spark.load_control.LoadControl.pending_drop`) is the node's one
+    manager's."""
+    if hasattr(manager, "retroactive") and "retroactive" not in settings:
+        return replace(manager, retroactive=False)
+    return manager
 
 
 class ClassControl:

@@ -1578,7 +1578,9 @@ class NodeController:
         lc = self.load_control
         assert lc is not None
         interval_s = self._covered_s(k)
-        w, q = self._work_and_queued(self._one_group, 1, count, est)
+        pending = lc.pending_drop  # the drop already decided for these arrivals, if any
+        share = None if pending is None else np.full(len(count), 1.0 - pending)
+        w, q = self._work_and_queued(self._one_group, 1, count, est, share)
         work, queued = float(w[0]), float(q[0])
         total = float(count.sum())
         decision = lc.decide(
@@ -1603,6 +1605,7 @@ class NodeController:
         n_groups: int,
         count: np.ndarray,
         est: Mapping[str, CostEstimate],
+        share: np.ndarray | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """Per group of lanes (``lane_group``: each lane's group, ``n_groups`` of them): the
         executor time ``count`` arrivals need at the plans' fitted costs ``est`` with nothing
@@ -1610,8 +1613,9 @@ class NodeController:
         kept and its arrived cost, as the calibration measures the node's capacity), and the
         queued load (SEaMLeSS Eq. 4.1): the time of the admitted tuples not yet processed
         (their kept cost and their segments' arrived cost) plus the time the ``count``
-        arrivals need after the shedding in effect (each lane's kept share at its last
-        decision). One group: the whole node.
+        arrivals need after the shedding in effect: each lane's kept ``share`` when given
+        (the share a manager already decided for them), else its kept share at its last
+        decision. One group: the whole node.
 
         The arrivals count in the queue at the shedding in effect, not at their full cost:
         Pham's AQSIOS embeds the shedder in the source operators (§6.1.1, §6.1.4), so tuples
@@ -1635,8 +1639,9 @@ class NodeController:
             if total > 0:
                 fixed = e.overhead_s * per_g / total + e.per_arrived_s * per_g
                 work += fixed + e.per_tuple_s * per_g
+                kept = self._kept_share if share is None else share
                 kept_g = np.bincount(
-                    lane_group[ln], weights=count[ln] * self._kept_share[ln], minlength=n_groups
+                    lane_group[ln], weights=count[ln] * kept[ln], minlength=n_groups
                 )
                 queued += fixed + e.per_tuple_s * kept_g
             for seg in st.pending:

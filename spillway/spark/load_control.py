@@ -27,7 +27,9 @@ What is measured, per interval ``T`` (one trigger interval times the batch span)
   last decision: Pham's AQSIOS sheds in the source operators, so unread tuples are read
   through the shedder),
   at the fitted costs. At their full cost the arrivals this decision sheds would sit in the
-  queue and in ``load`` at once (``NodeController._work_and_queued``).
+  queue and in ``load`` at once (``NodeController._work_and_queued``). A manager that decides
+  one interval ahead (SEaMLeSS, ``retroactive``) has already decided the waiting arrivals'
+  drop (:attr:`LoadControl.pending_drop`): they count at it, and it is the drop they get.
 
 The delay target ``D`` is given in trigger intervals (``target_intervals``); on Spark it is
 ``D = target_intervals · trigger_s`` seconds (Pham's 300-500 ms against a 150 ms cycle become 2-4
@@ -105,6 +107,8 @@ class LoadControlConfig:
             settings["target_s"] = self.target_intervals * trigger_s
         if "control_period_s" in names:  # SEaMLeSS and ALoMa count trigger intervals, not batches
             settings.setdefault("control_period_s", trigger_s)
+        if "retroactive" in names:  # a decision sheds the arrivals that came before it
+            settings.setdefault("retroactive", True)
         return lm.config(**settings)
 
 
@@ -129,6 +133,15 @@ class LoadControl:
     def capacity(self) -> float:
         """The manager's current capacity (headroom) estimate, in load units."""
         return float(self._lm.capacity_of(self._state))
+
+    @property
+    def pending_drop(self) -> float | None:
+        """The drop the manager already decided for the arrivals waiting now, or None: a
+        ``retroactive`` SEaMLeSS decides one interval ahead, so the node counts the waiting
+        arrivals in the queued load at the drop they will get, not at the last one applied."""
+        if getattr(self._cfg, "retroactive", False) and getattr(self._state, "decided", False):
+            return float(self._state.drop)
+        return None
 
     def observe(self, *, rows: int, response_s: float | None) -> None:
         """A micro-batch of ``rows`` rows finished, ``response_s`` after its rows' mean arrival

@@ -18,6 +18,21 @@ def test_delay_estimate_is_queued_load_over_headroom():
     assert d.estimated_delay_s == pytest.approx(2.0)  # Eq. 4.2
 
 
+def test_retroactive_returns_the_drop_in_effect_and_keeps_the_new_one_for_next():
+    now = SeamlessConfig(capacity=0.5)
+    ahead = replace(now, retroactive=True)
+    state = SeamlessState(capacity=0.5, drop=0.25, decided=True)
+    new_now, d_now = step(now, state, S)
+    new_ahead, d_ahead = step(ahead, state, S)
+    assert d_ahead.drop == 0.25  # the waiting arrivals get the drop queued_load assumed
+    assert new_ahead.drop == new_now.drop == d_now.drop != 0.25  # the new one, for the next
+    assert new_ahead == new_now and d_ahead.estimated_delay_s == d_now.estimated_delay_s
+    # the first step has no drop in effect: it applies its own (at a start of 7x the
+    # capacity, keeping the first interval whole made the first batches 4.5-10.5 s on Spark)
+    first, d_first = step(ahead, initial_state(ahead), S)
+    assert d_first.drop == first.drop > 0
+
+
 def test_headroom_follows_d_over_d_prime_after_a_window_of_shedding():
     cfg = SeamlessConfig(capacity=0.9, target_s=2.0, period=4)
     state = SeamlessState(capacity=0.9, drop=0.2)

@@ -305,3 +305,12 @@ def test_classes_sharing_a_batch_lose_in_priority_order_on_pareto_rates():
     losses = _shared_batch_losses("aurora", pareto)
     assert losses[0] <= losses[1] <= losses[2]
     assert losses[2] > 0.1
+
+
+def test_class_managers_decide_the_arrivals_they_report_on():
+    # The node's one SEaMLeSS decides one interval ahead (spark/load_control.py); a class's
+    # drop is the class scheduler's, so the classes' SEaMLeSS decide now unless told otherwise.
+    cc = ClassControlConfig(manager="seamless", query_class=(1, 2, 3))
+    assert [m.retroactive for m in cc.classes_config(0.5).managers] == [False] * 3
+    told = ClassControlConfig(manager="seamless", query_class=(1,), settings={"retroactive": True})
+    assert told.classes_config(0.5).managers[0].retroactive

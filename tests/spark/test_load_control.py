@@ -45,6 +45,53 @@ def test_target_in_intervals_becomes_seconds():
     per_decision = LoadControlConfig(manager="aloma", settings={"control_period_s": None})
     assert per_decision.manager_config(0.25).control_period_s is None
     assert not hasattr(LoadControlConfig(manager="aurora").manager_config(0.5), "target_s")
+    assert LoadControlConfig(manager="seamless").manager_config(0.5).retroactive
+    assert not hasattr(LoadControlConfig(manager="aloma").manager_config(0.5), "retroactive")
+
+
+def _micro_batches(lc: LoadControl, *, work_per_s: float, decisions: int = 120) -> tuple:
+    """A node deciding each micro-batch's arrivals when the batch before it finished, as a
+    Spark node does: the arrivals waiting are the ones that came while that batch ran (it ran
+    ``(fixed + kept work) / capacity`` s, at least the 0.5 s trigger), counted in the queued
+    load at the drop already decided for them (``pending_drop``) or else at the last one
+    applied, as ``NodeController`` counts them. Returns the mean delay violation of the
+    decisions after the 40th (D = 2 s) and how many of them moved the drop by over 0.3."""
+    fixed, capacity, span = 0.3, 0.9, 0.5
+    applied, rt, drops, late = 0.0, None, [], []
+    for k in range(decisions):
+        work = work_per_s * span
+        pending = lc.pending_drop
+        share = 1.0 - (applied if pending is None else pending)
+        if rt is not None:
+            lc.observe(rows=100, response_s=rt)
+        d = lc.decide(t=float(k), interval_s=span, load=(fixed + work) / span, arrived=100,
+                      queued_load=fixed + share * work)  # fmt: skip
+        applied = d.drop
+        batch = max((fixed + (1.0 - applied) * work) / capacity, 0.5)
+        rt, span = span / 2 + batch, batch
+        drops.append(applied)
+        late.append(max(rt - 2.0, 0.0))
+    moves = sum(abs(a - b) > 0.3 for a, b in zip(drops[40:], drops[41:], strict=False))
+    return sum(late[40:]) / len(late[40:]), moves
+
+
+@pytest.mark.parametrize("work_per_s", [1.5, 6.0])
+def test_seamless_deciding_arrivals_one_interval_ahead_holds_d_on_micro_batches(work_per_s):
+    # Deciding the waiting arrivals at the drop just computed, while the queued load counted
+    # them at the last one applied, couples a batch's length to the next decision: a batch that
+    # kept much runs long, brings many arrivals counted at that high share, and the next
+    # decision sheds hard. At 6 CPU-s of work a second the drop then swings between its bounds
+    # at every decision; decided one interval ahead (Pham's timing) it holds D.
+    lc = LoadControl(LoadControlConfig(manager="seamless", target_intervals=4), trigger_s=0.5)
+    violation, moves = _micro_batches(lc, work_per_s=work_per_s)
+    assert violation <= 0.02 and moves == 0
+    now = LoadControlConfig(manager="seamless", target_intervals=4,
+                            settings={"retroactive": False})  # fmt: skip
+    violation, moves = _micro_batches(LoadControl(now, trigger_s=0.5), work_per_s=work_per_s)
+    if work_per_s > 3:
+        assert violation > 1.0 and moves > 40
+    else:
+        assert violation <= 0.02 and moves == 0
 
 
 def test_aurora_sheds_the_measured_load_above_its_headroom():
@@ -165,14 +212,10 @@ def test_every_plan_s_batch_gets_its_response_time():
     assert c.load_control.records[-1]["response_time_s"] == pytest.approx(2.0 - 0.5)
 
 
-def test_the_queued_load_counts_the_arrivals_after_the_shedding_in_effect():
-    # Decision 1 keeps 44 of 100 tuples; its batches are committed, so nothing admitted waits
-    # when decision 2 measures the queue. Decision 2's 100 arrivals are read through the
-    # shedder at the kept share in effect (Pham's sources embed it, Eq. 4.1): overheads 0.6 s
-    # + arrived cost 0.1 s + kept cost 100 · 2 ms · 0.44 = 0.788 s. Before, they counted at
-    # their full cost, 0.9 s, the load the decision sheds from: SEaMLeSS's qL / H could not
-    # fall below L·T / H however much it shed.
-    lc = LoadControlConfig(manager="aurora", target_intervals=2, settings={"capacity": 0.4})
+def _decided_once(manager: str, capacity: float) -> NodeController:
+    """A node at 100 tuples an interval (2 ms a kept tuple, 1 ms an arrived one) whose first
+    decision's batches are committed: nothing admitted waits when decision 2 measures."""
+    lc = LoadControlConfig(manager=manager, target_intervals=2, settings={"capacity": capacity})
     costs = CostModelConfig(warmup_batches=2, prior_per_tuple_s=2e-3, prior_per_arrived_s=1e-3)
     cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, load_control=lc, cost_model=costs)
     c = NodeController(cfg, _plans(), make_policy("uniform", seed=1), epoch_s=100.0)
@@ -180,6 +223,17 @@ def test_the_queued_load_counts_the_arrivals_after_the_shedding_in_effect():
     a1, m1 = c.latest_offset("avg", a0), c.latest_offset("max", m0)
     c.commit("avg", a1)
     c.commit("max", m1)
+    return c
+
+
+def test_the_queued_load_counts_the_arrivals_after_the_shedding_in_effect():
+    # Decision 1 keeps 44 of 100 tuples; its batches are committed, so nothing admitted waits
+    # when decision 2 measures the queue. Decision 2's 100 arrivals are read through the
+    # shedder at the kept share in effect (Pham's sources embed it, Eq. 4.1): overheads 0.6 s
+    # + arrived cost 0.1 s + kept cost 100 · 2 ms · 0.44 = 0.788 s. Before, they counted at
+    # their full cost, 0.9 s, the load the decision sheds from: SEaMLeSS's qL / H could not
+    # fall below L·T / H however much it shed.
+    c = _decided_once("aurora", capacity=0.4)
     assert not c._plans["avg"].pending and not c._plans["max"].pending
     c.decide(2)
     first, second = c.history()[-2:]
@@ -191,6 +245,26 @@ def test_the_queued_load_counts_the_arrivals_after_the_shedding_in_effect():
     assert rec["load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100)  # 0.9: all of it
     assert rec["queued_load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100 * kept)
     assert rec["queued_load"] == pytest.approx(0.788)
+
+
+def test_a_retroactive_seamless_sheds_the_waiting_arrivals_at_the_drop_it_decided_before():
+    # SEaMLeSS decides one interval ahead on Spark: decision 1 (no drop in effect yet) applies
+    # the drop it computes and keeps it for decision 2's arrivals, which the queued load of
+    # decision 2 counts them at and decision 2 applies; decision 2's own drop waits for 3.
+    c = _decided_once("seamless", capacity=0.2)
+    ahead = c.load_control.pending_drop
+    assert ahead > 0.1  # 0.9 s of work on 0.2 of capacity
+    first = c.history()[-1]
+    assert first.admitted_tuples == pytest.approx(100 * (1 - ahead), abs=1)
+    c.decide(2)
+    second = c.history()[-1]
+    est = c.cost_estimates()
+    fixed = sum(e.overhead_s for e in est.values()) + est["avg"].per_arrived_s * 100
+    rec = c.load_control.records[-1]
+    assert rec["queued_load"] == pytest.approx(fixed + est["avg"].per_tuple_s * 100 * (1 - ahead))
+    assert rec["drop"] == pytest.approx(ahead)
+    assert second.admitted_tuples == pytest.approx(100 * (1 - ahead), abs=1)
+    assert c.load_control.pending_drop != pytest.approx(ahead)  # decision 2's, for decision 3
 
 
 def test_ctrl_counts_the_arrivals_it_has_not_decided_at_the_drop_in_effect():
