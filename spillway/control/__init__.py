@@ -112,6 +112,7 @@ LOAD_MANAGERS: dict[str, LoadManager] = {
         step=seamless.step,
         rescale=seamless.rescale,
         capacity_of=seamless.capacity_of,
+        pending_drop=seamless.pending_drop,
     ),
     "aloma": LoadManager(
         name="aloma",

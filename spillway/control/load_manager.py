@@ -297,6 +297,15 @@ def drop_for(shed: float, load: float, max_drop: float) -> float:
     return min(max(shed / load, 0.0), max_drop)
 
 
+def never_ahead(config: Any, state: Any) -> float | None:
+    """No drop decided ahead: a step's drop applies to the arrivals it reported on.
+
+    >>> never_ahead(None, None) is None
+    True
+    """
+    return None
+
+
 @dataclass(frozen=True)
 class LoadManager(Generic[C, S]):
     """A registered load manager: its config class and its three pure functions.
@@ -310,6 +319,9 @@ class LoadManager(Generic[C, S]):
     rescale : ``(config, state, factor) -> state``: multiply the capacity estimate by
         ``factor`` (the class scheduler's push, Pham Eq. 6.1).
     capacity_of : ``state -> float``: the current capacity estimate.
+    pending_drop : ``(config, state) -> float | None``: the drop already decided for the
+        arrivals waiting now, for a manager that decides one interval ahead (SEaMLeSS's
+        ``retroactive``); None: the next step decides them.
     """
 
     name: str
@@ -318,6 +330,7 @@ class LoadManager(Generic[C, S]):
     step: Callable[[C, S, IntervalStats], StepResult[S]]
     rescale: Callable[[C, S, float], S]
     capacity_of: Callable[[S], float]
+    pending_drop: Callable[[C, S], float | None] = never_ahead
 
     def config(self, **settings: Any) -> C:
         """Build this manager's config from keyword settings (unknown names are refused).

@@ -215,9 +215,22 @@ def step(
         drop = min(max(1.0 - admit / period_load, 0.0), config.max_drop)
     realised = period_load * (1.0 - drop) - processed
     new = replace(state, drop=drop, error=error, output=realised, decided=True)
-    applied = state.drop if config.retroactive and state.decided else drop
+    ahead = pending_drop(config, state)
+    applied = drop if ahead is None else ahead
     decision = LoadDecision(drop=applied, load=stats.load, capacity=h, estimated_delay_s=delay)
     return StepResult(new, decision)
+
+
+def pending_drop(config: SeamlessConfig, state: SeamlessState) -> float | None:
+    """The drop already decided for the arrivals waiting now: with ``retroactive``, the last
+    step's, once a step has decided one; else None (the next step decides them).
+
+    >>> cfg = SeamlessConfig(retroactive=True)
+    >>> pending_drop(cfg, initial_state(cfg)), pending_drop(cfg, SeamlessState(
+    ...     capacity=0.8, drop=0.3, decided=True))
+    (None, 0.3)
+    """
+    return state.drop if config.retroactive and state.decided else None
 
 
 def rescale(config: SeamlessConfig, state: SeamlessState, factor: float) -> SeamlessState:

@@ -1631,6 +1631,7 @@ class NodeController:
         kept cost alone differed between runs of the same arrivals by how much they shed."""
         work = np.zeros(n_groups)
         queued = np.zeros(n_groups)
+        kept = self._kept_share if share is None else share
         for st in self._plans.values():
             e = est[st.spec.name]
             ln = st.lanes
@@ -1639,7 +1640,6 @@ class NodeController:
             if total > 0:
                 fixed = e.overhead_s * per_g / total + e.per_arrived_s * per_g
                 work += fixed + e.per_tuple_s * per_g
-                kept = self._kept_share if share is None else share
                 kept_g = np.bincount(
                     lane_group[ln], weights=count[ln] * kept[ln], minlength=n_groups
                 )

@@ -139,9 +139,8 @@ class LoadControl:
         """The drop the manager already decided for the arrivals waiting now, or None: a
         ``retroactive`` SEaMLeSS decides one interval ahead, so the node counts the waiting
         arrivals in the queued load at the drop they will get, not at the last one applied."""
-        if getattr(self._cfg, "retroactive", False) and getattr(self._state, "decided", False):
-            return float(self._state.drop)
-        return None
+        ahead = self._lm.pending_drop(self._cfg, self._state)
+        return None if ahead is None else float(ahead)
 
     def observe(self, *, rows: int, response_s: float | None) -> None:
         """A micro-batch of ``rows`` rows finished, ``response_s`` after its rows' mean arrival

@@ -104,6 +104,24 @@ def test_snapshot_restore_gives_identical_next_decisions(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
+def test_a_drop_decided_ahead_is_the_drop_the_next_step_applies(name):
+    # The Spark node counts the waiting arrivals at pending_drop (spark/load_control.py), so a
+    # manager that reports one must shed them at it; one that decides at once reports none.
+    lm = LOAD_MANAGERS[name]
+    cfg = lm.config(**settings_for(name, 1.0))
+    ahead = "retroactive" in {f.name for f in dataclasses.fields(cfg)}
+    cfg = dataclasses.replace(cfg, retroactive=True) if ahead else cfg
+    state, pending = lm.initial_state(cfg), []
+    for s in stats_sequence(5):
+        before = lm.pending_drop(cfg, state)
+        state, d = lm.step(cfg, state, s)
+        if before is not None:
+            assert d.drop == before
+            pending.append(before)
+    assert (len(pending) == 79) if ahead else not pending  # every step after the first
+
+
+@pytest.mark.parametrize("name", NAMES)
 def test_same_input_same_decisions(name):
     stats = stats_sequence(2)
     assert decisions(name, stats)[1] == decisions(name, stats)[1]
