@@ -312,6 +312,11 @@ class NodeConfig:
         plan (streaming query) per class, each in its own Spark FAIR scheduler pool weighted
         by ``class_weights`` (:mod:`spillway.spark.pools`; docs/design.md, "Priority classes
         on the Spark node").
+    class_scheduler : how the classes' admitted windows reach the batches (one of
+        :data:`~spillway.spark.class_control.SCHEDULERS`; only with the ``dilos`` policy):
+        ``none`` (default), all in the next batch; ``cqc``, Pham's CQC weighted round robin:
+        the windows a class cannot run within its quota of the batch wait for later ones, so
+        an overloaded class's own latency grows, not every class's.
 
     >>> q = QuerySpec(name="q", kind="avg", feed="gaussian", priority_class=1)
     >>> NodeConfig(queries=(q,), policy="dilos", load_manager="aurora", class_plans="pool")
@@ -341,6 +346,7 @@ class NodeConfig:
     class_crc_cycles: int = 10
     class_layout: str = "per-class"
     class_plans: str = "lanes"
+    class_scheduler: str = "none"
 
     def __post_init__(self) -> None:
         qs = tuple(self.queries)
@@ -406,11 +412,15 @@ class NodeConfig:
             raise ConfigError(
                 f"class_plans must be one of {', '.join(CLASS_PLANS)}, got {self.class_plans!r}"
             )
-        if self.class_plans != "lanes" and self.policy != "dilos":
-            raise ConfigError(
-                f"class_plans {self.class_plans!r} runs priority classes, which need policy = "
-                f'"dilos" (the policy is {self.policy!r}): set class_plans = "lanes"'
-            )
+        for name, value, default in (
+            ("class_plans", self.class_plans, "lanes"),
+            ("class_scheduler", self.class_scheduler, "none"),
+        ):
+            if value != default and self.policy != "dilos":
+                raise ConfigError(
+                    f"{name} {value!r} runs priority classes, which need policy = "
+                    f'"dilos" (the policy is {self.policy!r}): set {name} = "{default}"'
+                )
 
     def class_control(self) -> Any:
         """The :class:`~spillway.spark.class_control.ClassControlConfig` of the ``dilos``
@@ -439,6 +449,7 @@ class NodeConfig:
             crc_cycles=self.class_crc_cycles,
             settings=self.load_manager_options,
             layout=self.class_layout,
+            scheduler=self.class_scheduler,
         )
 
     def load_control(self) -> Any:

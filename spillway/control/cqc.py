@@ -62,7 +62,7 @@ class Lending:
 
 #: The bounds of every per-class column the functions here take: (low, high or None).
 _BOUNDS = {"capacities": (0.0, None), "loads": (0.0, None), "drops": (0.0, 1.0),
-           "max_drops": (0.0, 1.0)}  # fmt: skip
+           "max_drops": (0.0, 1.0), "credit": (0.0, None)}  # fmt: skip
 
 
 def _check_classes(priorities: Sequence[int], **columns: Sequence[float]) -> None:
@@ -271,3 +271,114 @@ def in_priority_order(
         d[k] = floor + excess / load[k]
     handed = tuple((a - float(b)) * x for a, b, x in zip(d, drops, load, strict=True))
     return Ordering(drops=tuple(d), handed=handed)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Dispatch:
+    """What CQC's round robin runs of the classes' queued windows this interval.
+
+    Parameters
+    ----------
+    windows : per class, how many of its queued windows (oldest first) run now.
+    used : per class, the time those windows take.
+    credit : per class, the time it carries to the next interval: what it had (its quota and
+        its part of the idle) and did not use because its next window did not fit (a deficit
+        round robin: less than that window's time); 0 once its queue is empty, since a class
+        that waits for nothing saves nothing up.
+    """
+
+    windows: tuple[int, ...]
+    used: tuple[float, ...]
+    credit: tuple[float, ...]
+
+
+def dispatch(
+    *,
+    priorities: Sequence[int],
+    capacity: float,
+    queues: Sequence[Sequence[float]],
+    credit: Sequence[float] | None = None,
+) -> Dispatch:
+    """CQC's weighted round robin over whole queued windows: the classes' quotas of one
+    interval's ``capacity``, work-conserving.
+
+    Class ``k``'s quota is ``T_k = P_k / Σ_i P_i · capacity`` plus the ``credit`` it carried;
+    it runs its queued windows, oldest first, while they fit in its quota. Work-conserving
+    (Pham §6.1.2: a class that has run all its queue lets the next class run): what the
+    classes that ran their whole queue left of their quotas is shared by priority
+    (:func:`water_fill`) over the classes still waiting, and each of these runs the windows
+    that then fit. A window is run whole or not at all (a window's result needs all its rows
+    in one batch), so a window larger than a quota waits until the class's credit covers it
+    (a deficit round robin: no class starves, and a batch overruns the capacity by less
+    than one window).
+
+    On a node whose classes are lanes of one Spark plan (:mod:`spillway.spark.class_control`)
+    this is what makes the split a schedule rather than a sum: the windows a class cannot
+    run within its quota wait for later batches, so the class's own response time grows and
+    its own manager sees it, instead of every class's batch growing.
+
+    Parameters
+    ----------
+    priorities : each class's priority ``P_k`` (an int >= 1), its weight in the round robin.
+    capacity : the time the interval's batch has for the classes' windows (>= 0).
+    queues : per class, the time each of its queued windows needs, oldest first (>= 0).
+    credit : per class, the quota carried from the interval before (>= 0; default none).
+
+    Raises
+    ------
+    ConfigError
+        Lengths that differ, a priority that is not an int >= 1, a negative or non-finite
+        capacity, window time or credit.
+
+    Examples
+    --------
+    Quotas 0.6 / 0.3 / 0.1 s of a 1 s batch; class 1 needs 0.2 s, class 2 0.1 s, class 3 has
+    four windows of 0.2 s: classes 1 and 2 leave 0.6 s, with which class 3 runs three windows
+    and carries the 0.1 s its fourth did not fit in.
+
+    >>> d = dispatch(priorities=(6, 3, 1), capacity=1.0,
+    ...              queues=((0.2,), (0.1,), (0.2, 0.2, 0.2, 0.2)))
+    >>> d.windows, [round(c, 3) for c in d.credit]
+    ((1, 1, 3), [0.0, 0.0, 0.1])
+
+    A window larger than the quota waits until the credit covers it:
+
+    >>> d = dispatch(priorities=(1,), capacity=0.3, queues=((0.5, 0.1),))
+    >>> d.windows, [round(c, 3) for c in d.credit]
+    ((0,), [0.3])
+    >>> dispatch(priorities=(1,), capacity=0.3, queues=((0.5, 0.1),), credit=d.credit).windows
+    (2,)
+    """
+    n = len(priorities)
+    carried = [0.0] * n if credit is None else [float(c) for c in credit]
+    _check_classes(priorities, credit=carried)
+    check_number("capacity", capacity, low=0)
+    if len(queues) != n:
+        raise ConfigError(f"queues needs one queue per class ({n}), got {len(queues)}")
+    for k, q in enumerate(queues):
+        for j, x in enumerate(q):
+            check_number(f"queues[{k}][{j}]", x, low=0)
+    total = math.fsum(priorities)
+    quota = [float(capacity) * p / total + c for p, c in zip(priorities, carried, strict=True)]
+    ran = [0] * n
+    used = [0.0] * n
+
+    def run(k: int, allowed: float) -> None:
+        while ran[k] < len(queues[k]) and used[k] + float(queues[k][ran[k]]) <= allowed + 1e-12:
+            used[k] += float(queues[k][ran[k]])
+            ran[k] += 1
+
+    for k in range(n):
+        run(k, quota[k])
+    waiting = [ran[k] < len(queues[k]) for k in range(n)]
+    idle = math.fsum(quota[k] - used[k] for k in range(n) if not waiting[k])
+    if idle > 0 and any(waiting):
+        wants = [math.fsum(float(x) for x in queues[k][ran[k] :]) if waiting[k] else 0.0
+                 for k in range(n)]  # fmt: skip
+        extra = water_fill(idle, [float(p) for p in priorities], wants)
+        for k in range(n):
+            if waiting[k]:
+                quota[k] += extra[k]
+                run(k, quota[k])
+    left = tuple(max(quota[k] - used[k], 0.0) if ran[k] < len(queues[k]) else 0.0 for k in range(n))
+    return Dispatch(windows=tuple(ran), used=tuple(used), credit=left)

@@ -53,6 +53,25 @@ measured the same way per class (only who decides the drops differs):
   "common load manager", the state of the art that ignores the scheduler's priorities);
 - ``none``: no load manager, nothing shed (Pham's "no load manager").
 
+A class scheduler on lanes (``scheduler = "cqc"``)
+-------------------------------------------------
+By default every class's decided windows run in the next batch, so the node's batch holds the
+work of every class: a class whose manager admits more than its share lengthens every class's
+batch, and the classes' managers all see the same response time. With ``scheduler = "cqc"``
+the controller runs Pham's CQC over the classes' windows (``NodeController._hold_back``,
+:func:`spillway.control.cqc.dispatch`): each interval a class gets its weight's quota of the
+batch (the interval less the plans' fixed costs, at the fitted costs), runs its due windows
+oldest first while they fit, what a class leaves idle goes to the classes still waiting by
+their weights, and the windows that do not fit wait for a later batch (a deficit round robin:
+a window larger than a quota runs once the class's credit covers it). A waiting window's rows
+are decided when it runs, at the class's drop then; each manager decides from the load that
+arrived in the interval, its queued load counts the class's windows waiting, and its response
+time is its own rows' (arrival → result), so a class that admits more than its quota waits
+longer itself, and its manager, not class 1's, sees it. The cut each query's windows reached
+is in every offset (``PlanOffset.cut``), so a restarted node resumes each class where it was.
+Only generated feeds' windows are held back (a log's or a replayed file's are refused with
+the scheduler for now).
+
 Lanes or pools (``NodeConfig.class_plans``)
 -------------------------------------------
 By default (``lanes``) every class's lanes run in the node's one Spark plan (one micro-batch
@@ -136,6 +155,10 @@ DEFAULT_CAPACITY = LoadManagerConfig.__dataclass_fields__["capacity"].default
 #: or none.
 LAYOUTS = ("per-class", "common", "none")
 
+#: How the classes' admitted windows reach the batches (module docstring): all in the next
+#: batch, or CQC's round robin holding back what a class cannot run within its quota.
+SCHEDULERS = ("none", "cqc")
+
 #: Why the latency comparison between classes is not made (module docstring).
 SHARED_BATCHES = (
     "not applicable: every class runs in the node's one plan, so the classes share "
@@ -206,6 +229,11 @@ class ClassControlConfig:
     work_conserving : with ``dilos``, whether a class may also admit within the interval what
         the others leave idle (Pham's CQC, module notes; default True); False: DILoS lends only
         every CRC. The separate managers (``dilos`` False) never lend.
+    scheduler : one of :data:`SCHEDULERS`: ``none`` (default), every class's decided windows
+        run in the next batch; ``cqc``, CQC's weighted round robin over the classes' queued
+        windows (:func:`spillway.control.cqc.dispatch`): the windows a class cannot run within
+        its quota of the batch wait for later batches (module notes, "A class scheduler on
+        lanes").
 
     >>> ClassControlConfig(manager="aloma", query_class=(1, 4))
     Traceback (most recent call last):
@@ -222,6 +250,7 @@ class ClassControlConfig:
     settings: Mapping[str, Any] = field(default_factory=dict)
     layout: str = "per-class"
     work_conserving: bool = True
+    scheduler: str = "none"
 
     def __post_init__(self) -> None:
         for name in ("query_class", "weights", "target_intervals"):
@@ -256,6 +285,10 @@ class ClassControlConfig:
         if not isinstance(self.work_conserving, bool):
             raise ConfigError(
                 f"work_conserving must be true or false, got {self.work_conserving!r}"
+            )
+        if self.scheduler not in SCHEDULERS:
+            raise ConfigError(
+                f"scheduler must be one of {', '.join(SCHEDULERS)}, got {self.scheduler!r}"
             )
         if self.dilos and self.layout != "per-class":
             raise ConfigError(

@@ -268,6 +268,7 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
@@ -291,6 +292,7 @@ from spillway.control import (
     node_budget,
     observe,
 )
+from spillway.control.cqc import dispatch
 from spillway.errors import ConfigError, InputDataError, UnknownNameError
 from spillway.events import BatchEvent, DecisionEvent, notify
 from spillway.federation.view import CoordinatorView
@@ -633,6 +635,8 @@ class _PlanState:
     acked_b: int = 0
     acked_t_us: int = 0
     acked_end: np.ndarray | None = None
+    #: With the class scheduler: each query's cut (µs) at the acknowledged boundary.
+    acked_cut: np.ndarray | None = None
     #: The last boundary of a batch the progress listener saw finish (:meth:`observe_batch`).
     done_b: int = 0
     pending: list[_Segment] = field(default_factory=list)
@@ -932,6 +936,19 @@ class NodeController:
                 shared_batches=shared,
             )
             self._lane_class = self.class_control.query_index[self.lane_query]
+            if config.class_control.scheduler == "cqc":
+                held = [
+                    q.name
+                    for i, q in enumerate(self._queries)
+                    if self._event_clock[i] is not None
+                    or self._lane_log[self._query_lanes[i]].any()
+                ]
+                if held:
+                    raise ConfigError(
+                        f"class_scheduler cqc holds back generated feeds' windows; query "
+                        f"{held[0]!r} reads a log or replays a file with its own event clock, "
+                        'whose windows it cannot hold back yet: set class_scheduler = "none"'
+                    )
         #: Per plan, per decision not yet in a finished batch: each group's mean arrival time
         #: and kept rows (:meth:`_note_rows`).
         self._row_mid: dict[str, dict[int, tuple[np.ndarray, np.ndarray]]] = {}
@@ -1044,6 +1061,13 @@ class NodeController:
             [np.asarray(q.feed.start_offsets(), dtype=np.int64) for q in self._queries]
         )
         self._decided = self._start.copy()
+        #: Every lane's arrivals up to its query's last due window end, decided or held back
+        #: by the class scheduler (``scheduler = "cqc"``: :meth:`_hold_back`).
+        self._due_end = self._start.copy()
+        #: The class scheduler's credit per class (:func:`spillway.control.cqc.dispatch`).
+        self._cqc_credit: tuple[float, ...] | None = None
+        #: With the class scheduler, per decision not yet acknowledged: each query's cut (µs).
+        self._cut_at: dict[int, np.ndarray] = {}
         #: Every lane's kept share at its last decision with arrivals (the shedding in effect).
         self._kept_share = np.ones(n_lanes)
         self._arrived_tau = np.zeros(n_lanes, dtype=np.int64)
@@ -1243,15 +1267,40 @@ class NodeController:
         end = np.asarray(s.end, dtype=np.int64)
         st.pending = [g for g in st.pending if g.boundary > s.boundary]
         st.acked_b, st.acked_t_us, st.acked_end = s.boundary, s.t_us, end
+        if self._cut_at:  # the cuts no plan can ask for again (processed, _sync)
+            oldest = min(max(p.acked_b, p.done_b) for p in self._plans.values())
+            for b in [b for b in self._cut_at if b < oldest]:
+                del self._cut_at[b]
         # Re-sync: a restarted controller has not decided what Spark already has.
         self._decided[st.lanes] = np.maximum(self._decided[st.lanes], end)
         qids = np.array([q.query_id for q in st.spec.queries], dtype=np.int64)
-        done_us = self._t_end_us(s.boundary, qids)
+        done_us = self._done_us(st, s.boundary, s)
+        st.acked_cut = done_us
         self._query_t_us[qids] = np.maximum(self._query_t_us[qids], done_us)
+        self._due_end[st.lanes] = np.maximum(self._due_end[st.lanes], end)
         for t in np.unique(done_us):
             self.account.set_processed(qids[done_us == t], t / 1e6)
         if not st.pending and s.boundary > self._k_last:
             self._k_last = s.boundary
+
+    def _done_us(self, st: _PlanState, k: int, offset: PlanOffset | None = None) -> np.ndarray:
+        """Feed time (µs) a batch of ``st`` ending at boundary ``k`` decided its queries up to
+        (by its queries' ids): :meth:`_t_end_us`, unless the class scheduler may have held
+        some back: then each query's cut at that decision, remembered, or read from the
+        batch's ``offset`` (its ``cut``; all zeros when omitted), or the one acknowledged."""
+        qids = np.array([q.query_id for q in st.spec.queries], dtype=np.int64)
+        cc = self.class_control
+        if cc is None or cc.config.scheduler != "cqc":
+            return self._t_end_us(k, qids)
+        if k in self._cut_at:
+            return self._cut_at[k][qids]
+        if offset is not None:
+            cut = np.zeros(self.n_queries, dtype=np.int64)
+            cut[self.lane_query[st.lanes]] = np.asarray(offset.cut, dtype=np.int64)
+            return cut[qids]
+        if k == st.acked_b and st.acked_cut is not None:
+            return st.acked_cut
+        return self._t_end_us(k, qids)
 
     def _t_end_us(self, k: int, qids: np.ndarray) -> np.ndarray:
         """Feed time (µs) the decision at boundary ``k`` decides the queries ``qids`` up to:
@@ -1356,6 +1405,9 @@ class NodeController:
         qids = np.arange(self.n_queries)
         t0_us = self._query_t_us.copy()
         t1_us = np.maximum(self._t_end_us(k, qids), t0_us)
+        drops: tuple[float, ...] | None = None
+        if self._cqc_on():
+            drops, t1_us = self._hold_back(k, tau, t0_us, t1_us)
         arrived_end = self._decided.copy()
         for q in self._queries:
             i = q.query_id
@@ -1421,7 +1473,8 @@ class NodeController:
                 ask = capacity
         units: _Units | None = None
         if self.class_control is not None and not (self._admit_all or capacity is None):
-            drops = self._class_drops(k, tau, count, est)
+            if drops is None:
+                drops = self._class_drops(k, tau, count, est)
             keep = self._class_keep(k, backlog, lo, drops, sheds_always)
         elif ask is None:
             keep = offered.copy()
@@ -1442,6 +1495,9 @@ class NodeController:
             self.load_control.note_dropped(int((count - keep).sum()))
             self._note_rows(k, count, keep, t0_us, t1_us, self._one_group, 1)
         self._decided = np.maximum(self._decided, arrived_end)
+        self._due_end = np.maximum(self._due_end, self._decided)
+        if self.class_control is not None and self.class_control.config.scheduler == "cqc":
+            self._cut_at[k] = t1_us.copy()
         self._kept_share = np.where(count > 0, keep / np.maximum(count, 1), self._kept_share)
         grouped = units is not None and units.grouped
         bounds = None
@@ -1653,17 +1709,26 @@ class NodeController:
         return work, queued
 
     def _class_drops(
-        self, k: int, tau: float, count: np.ndarray, est: Mapping[str, CostEstimate]
+        self,
+        k: int,
+        tau: float,
+        count: np.ndarray,
+        est: Mapping[str, CostEstimate],
+        waiting: np.ndarray | None = None,
     ) -> tuple[float, ...]:
         """Every class's drop fraction for decision ``k`` at feed time ``tau``
         (:mod:`spillway.spark.class_control`):
         per class its arrivals, their load at the plans' fitted costs (a plan's overhead split
-        by the classes' arrivals) and its queued load (:meth:`_work_and_queued`)."""
+        by the classes' arrivals) and its queued load (:meth:`_work_and_queued`): of the
+        ``waiting`` arrivals when given (the class scheduler holds some back), else of
+        ``count``."""
         cc = self.class_control
         assert cc is not None
         n_c = cc.config.n_classes
         interval_s = self._covered_s(k)
         work, queued = self._work_and_queued(self._lane_class, n_c, count, est)
+        if waiting is not None:
+            _, queued = self._work_and_queued(self._lane_class, n_c, waiting, est)
         arrived = np.bincount(self._lane_class, weights=count, minlength=n_c)
         d = cc.decide(
             t=tau,
@@ -1673,6 +1738,82 @@ class NodeController:
             queued_loads=queued.tolist(),
         )
         return d.drops
+
+    def _cqc_on(self) -> bool:
+        """Whether this decision's windows go through the class scheduler (``cqc``): classes
+        with a scheduler, outside calibration (which admits everything)."""
+        cc = self.class_control
+        return cc is not None and cc.config.scheduler == "cqc" and not self._admit_all
+
+    def _hold_back(
+        self, k: int, tau: float, t0_us: np.ndarray, due_us: np.ndarray
+    ) -> tuple[tuple[float, ...], np.ndarray]:
+        """The classes' drops for decision ``k`` and each query's cut: CQC's round robin
+        (:func:`spillway.control.cqc.dispatch`) over every class's windows due and not yet
+        run, at the time they need at the class's drop.
+
+        The managers decide from what came since the last decision (the load), whether it
+        runs now or waits: the queue a class builds is its own queued load and, once run, its
+        own response time (its rows' arrival to their result). A class's windows run oldest
+        first; a window runs whole (its result needs all its rows in one batch). The batch has
+        the node's whole interval (``headroom`` 1 less the plans' fixed costs: the managers'
+        ``H`` is their own margin); each window's time is its arrivals' per-arrived time and
+        its kept rows' per-tuple time at the plans' fitted costs."""
+        cc = self.class_control
+        assert cc is not None
+        n_c = cc.config.n_classes
+        est = self._load_costs if self._load_costs is not None else self.cost_estimates()
+        due = self._due_end.copy()
+        for q in self._queries:
+            i = q.query_id
+            if due_us[i] > t0_us[i]:
+                due[self._query_lanes[i]] = q.feed.count(due_us[i] / 1e6)
+        new = np.maximum(due - self._due_end, 0)
+        self._due_end = np.maximum(self._due_end, due)
+        waiting = np.maximum(due - self._decided, 0)
+        drops = self._class_drops(k, tau, new, est, waiting=waiting)
+        per_tuple = np.array([est[p].per_tuple_s for p in self._lane_plan_names])
+        per_arrived = np.array([est[p].per_arrived_s for p in self._lane_plan_names])
+        kept = 1.0 - np.asarray(drops, dtype=np.float64)[self._lane_class]
+        each = kept * per_tuple + per_arrived  # a lane's time per arrival at its class's drop
+        queues: list[list[float]] = []
+        cuts: list[list[np.ndarray]] = []  # per class, per window: each query's cut after it
+        for c in range(n_c):
+            ends_q = {
+                i: self._window_ends_us(k, i, int(t0_us[i]), int(due_us[i]))
+                for i in np.flatnonzero(cc.query_index == c).tolist()
+                if due_us[i] > t0_us[i]
+            }
+            times: list[float] = []
+            per_window: list[np.ndarray] = []
+            before = 0.0
+            for e in sorted({e for v in ends_q.values() for e in v}):
+                cut, n = t0_us.copy(), self._decided.copy()
+                for i, v in ends_q.items():  # each query up to its last window end by e
+                    j = bisect.bisect_right(v, e)
+                    if j:
+                        cut[i] = v[j - 1]
+                        n[self._query_lanes[i]] = self._queries[i].feed.count(cut[i] / 1e6)
+                total = float((np.maximum(n - self._decided, 0) * each).sum())
+                times.append(max(total - before, 0.0))
+                per_window.append(cut)
+                before = total
+            queues.append(times)
+            cuts.append(per_window)
+        available = node_budget(
+            est, interval_s=self.config.trigger_s * self._span, headroom=1.0
+        ).available_s
+        d = dispatch(
+            priorities=cc.config.weights, capacity=available, queues=queues,
+            credit=self._cqc_credit,
+        )  # fmt: skip
+        self._cqc_credit = d.credit
+        t1_us = t0_us.copy()
+        for c, ran in enumerate(d.windows):
+            mine = cc.query_index == c
+            if ran:
+                t1_us[mine] = np.maximum(cuts[c][ran - 1][mine], t0_us[mine])
+        return drops, t1_us
 
     def _class_keep(
         self,
@@ -2555,7 +2696,7 @@ class NodeController:
                 if b <= 0:
                     continue
                 qids = np.array([q.query_id for q in st.spec.queries], dtype=np.int64)
-                done[qids] = self.epoch_s + self._t_end_us(b, qids) / 1e6
+                done[qids] = self.epoch_s + self._done_us(st, b) / 1e6
                 decided[qids] = self.epoch_s + b * self.config.trigger_s
         return done, decided
 

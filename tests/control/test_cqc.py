@@ -7,7 +7,7 @@ import pytest
 
 from spillway.control.aurora import AuroraConfig
 from spillway.control.classes import ClassesConfig, initial_state, step
-from spillway.control.cqc import in_priority_order, lend_idle, water_fill
+from spillway.control.cqc import dispatch, in_priority_order, lend_idle, water_fill
 from spillway.control.load_manager import IntervalStats
 from spillway.errors import ConfigError
 
@@ -156,3 +156,74 @@ def test_classes_step_puts_the_managers_drops_in_priority_order_only_when_asked(
 def test_errors(call, match):
     with pytest.raises(ConfigError, match=match):
         call()
+
+
+# CQC's round robin over queued windows (dispatch): the class scheduler on lanes
+
+
+def _rounds(queues, capacity, arrivals, n):
+    """Run ``n`` intervals: each class gets ``arrivals[k]`` new windows of its size each
+    interval; returns per interval the windows run and the queue lengths after."""
+    q = [list(x) for x in queues]
+    credit = None
+    out = []
+    for _ in range(n):
+        for k, new in enumerate(arrivals):
+            q[k].extend(new)
+        d = dispatch(priorities=(6, 3, 1), capacity=capacity, queues=q, credit=credit)
+        for k, m in enumerate(d.windows):
+            del q[k][:m]
+        credit = d.credit
+        out.append((d, [len(x) for x in q]))
+    return out
+
+
+def test_a_batch_never_holds_more_than_the_capacity_and_what_was_carried():
+    rng = np.random.default_rng(3)
+    credit = [0.0, 0.0, 0.0]
+    for _ in range(200):
+        queues = [list(rng.uniform(0, 0.4, rng.integers(0, 6))) for _ in range(3)]
+        cap = float(rng.uniform(0, 2))
+        d = dispatch(priorities=(6, 3, 1), capacity=cap, queues=queues, credit=credit)
+        assert math.fsum(d.used) <= cap + math.fsum(credit) + 1e-9
+        for k in range(3):  # whole windows, oldest first
+            assert d.used[k] == pytest.approx(math.fsum(queues[k][: d.windows[k]]))
+        credit = list(d.credit)
+
+
+def test_a_class_within_its_quota_runs_its_whole_queue_however_loaded_the_others_are():
+    d = dispatch(priorities=(6, 3, 1), capacity=1.0, queues=((0.3, 0.25), (0.2,), (0.2,) * 40))
+    assert d.windows[:2] == (2, 1)
+    assert d.windows[2] == 1  # class 3: its 0.1 and the 0.15 the others left, one window
+
+
+def test_work_conserving_idle_quota_goes_to_the_waiting_classes_by_priority():
+    # class 1 idle: its 0.6 goes to classes 2 and 3 by 3:1 (0.45 and 0.15 more)
+    d = dispatch(priorities=(6, 3, 1), capacity=1.0, queues=((), (0.25,) * 8, (0.05,) * 20))
+    assert d.windows == (0, 3, 5)
+    assert d.used[1] <= 0.3 + 0.45 + 1e-9 and d.used[2] <= 0.1 + 0.15 + 1e-9
+
+
+def test_an_overloaded_class_waits_and_the_others_keep_their_latency():
+    # class 3 brings 5 windows of 0.1 s an interval; its quota and what 1 and 2 leave run 4
+    runs = _rounds(((), (), ()), 1.0, ([0.4], [0.2], [0.1] * 5), 30)
+    for d, left in runs:
+        assert d.windows[:2] == (1, 1) and left[:2] == [0, 0]  # classes 1, 2 never wait
+    waits = [left[2] for _, left in runs]
+    assert waits == list(range(1, 31))  # class 3's queue grows by a window an interval
+
+
+def test_a_window_larger_than_a_quota_runs_once_the_credit_covers_it():
+    runs = _rounds(((), (), (2.0,)), 1.0, ([0.6], [0.3], []), 30)
+    ran = [i for i, (d, _) in enumerate(runs) if d.windows[2]]
+    assert ran == [19]  # 0.1 a round, 20 rounds: no class starves
+    assert runs[19][0].credit[2] == 0.0
+
+
+def test_dispatch_refuses_a_queue_per_class_missing_or_a_negative_window():
+    with pytest.raises(ConfigError, match="one queue per class"):
+        dispatch(priorities=(6, 3, 1), capacity=1.0, queues=((), ()))
+    with pytest.raises(ConfigError, match=r"queues\[1\]\[0\]"):
+        dispatch(priorities=(6, 3), capacity=1.0, queues=((), (-0.1,)))
+    with pytest.raises(ConfigError, match="capacity"):
+        dispatch(priorities=(1,), capacity=math.nan, queues=((),))

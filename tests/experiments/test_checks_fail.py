@@ -299,8 +299,13 @@ ROWS: list[Row] = [
         "any run: the classes are lanes of one plan and share micro-batches",
         lambda: dl.checks(dl.make_config(quick=True), []), why="share micro-batches"),
     Row("dilos", ("no_manager_misses_class3_target",), NA,
-        "any run: with nothing shed no class scheduler holds class 3 back in the one plan",
-        lambda: dl.checks(dl.make_config(quick=True), []), why="no class scheduler"),
+        "runs without CQC's class scheduler: with nothing shed none holds class 3 back in the "
+        "one plan", lambda: dl.checks(dl.make_config(quick=True), []),
+        why="no class scheduler"),
+    elsewhere("dilos", "no_manager_misses_class3_target", FAIL,
+              "a run without a load manager on CQC whose class 3 kept up: p95 3 s against "
+              "D = 5 s", "experiments/test_dilos.py::"
+              "test_cqc_runs_are_lanes_with_the_class_scheduler_and_check_class3_without_a_manager"),
     # ---------------------------------------- crc-sensitivity
     elsewhere("crc-sensitivity", "loss_lowest_at_crc_le_2 higher_class_never_loses_more "
               "input_overloads_node", FAIL,
@@ -619,7 +624,7 @@ BY_CONSTRUCTION: dict[str, tuple[str, ...]] = {
                      "tasks_b0.98_missing_groups_cod_keep_one_zero", "packets_abs_diff_le_0.02"),
     "stw-validation": ("longer_stw_closer_to_1",),
     "related-work": ("lp_serves_few_and_starves_the_rest",),
-    "dilos": ("higher_class_lower_latency", "no_manager_misses_class3_target"),
+    "dilos": ("higher_class_lower_latency",),
 }  # fmt: skip
 
 #: Every experiment's and benchmark's checks on a run that measured nothing.

@@ -134,9 +134,9 @@ def test_pools_runs_are_compared_within_their_class_plans_and_by_latency():
         class_plans=("lanes", "pools"),
     )  # fmt: skip
     assert cfg.node("aurora", "dilos", plans="pools").class_plans == "pools"
-    with pytest.raises(ConfigError, match="class_plans must name each of lanes, pools at most"):
+    with pytest.raises(ConfigError, match="class_plans must name each of lanes, pools, cqc at"):
         dl.DilosExperimentConfig(class_plans=("pools", "pools"))
-    with pytest.raises(ConfigError, match="class_plans must be one of lanes, pools, got 'fair'"):
+    with pytest.raises(ConfigError, match="class_plans must name each of lanes, pools, cqc at"):
         dl.DilosExperimentConfig(class_plans=("fair",))
 
     def run(config, losses, rt, plans):
@@ -184,3 +184,33 @@ def test_class3_loss_is_not_compared_where_the_separate_managers_shed_nothing():
     assert dl._class3_lower(cfg, worse, "SD_p", "x").verdict == "not applicable"
     failing = [_run("separate", "aloma", 0.1), _run("dilos", "aloma", 0.1)]
     assert dl._class3_lower(cfg, failing, "SD_p", "x").verdict == "fail"
+
+
+def test_cqc_runs_are_lanes_with_the_class_scheduler_and_check_class3_without_a_manager():
+    cfg = dl.DilosExperimentConfig(
+        managers=("aurora",), configs=("none", "separate"), pareto_configs=(),
+        class_plans=("lanes", "cqc"),
+    )  # fmt: skip
+    node = cfg.node("aurora", "none", plans="cqc")
+    assert (node.class_plans, node.class_scheduler) == ("lanes", "cqc")
+    assert node.class_control().scheduler == "cqc"
+    assert cfg.node("aurora", "none").class_control().scheduler == "none"
+
+    def run(config, rt, plans):
+        m = _measured(config, "aurora", (0.0, 0.0, 0.0 if config == "none" else 0.5), rt=rt)
+        return dict(m, plans=plans, name=dl.run_name(config, "aurora", "SD_c", plans))
+
+    def verdict(measured, name="no_manager_misses_class3_target"):
+        runs = [dl.summarise(cfg, m) for m in measured]
+        return {c.name: c for c in dl.checks(cfg, runs)}[name]
+
+    # class 3's p95 is 3 x rt against D = 5 s: held back (rt 4) it misses, kept up (rt 1) not
+    held = [run("none", 4.0, "lanes"), run("none", 4.0, "cqc"), run("separate", 1.0, "cqc")]
+    assert verdict(held).verdict == "pass"
+    assert "none-aurora-SD_c-cqc" in verdict(held).why
+    kept_up = [run("none", 1.0, "cqc")]
+    assert verdict(kept_up).verdict == "fail"
+    lanes_only = [run("none", 4.0, "lanes")]
+    assert verdict(lanes_only).verdict == "not applicable"
+    # the classes of a cqc run share micro-batches: no latency order is compared
+    assert verdict(held, "higher_class_lower_latency").verdict == "not applicable"

@@ -10,6 +10,7 @@ from spillway.policies import make_policy
 from spillway.spark.class_control import ClassControl, ClassControlConfig
 from spillway.spark.controller import ControllerConfig, NodeController
 from spillway.spark.load_control import LoadControlConfig
+from spillway.testing import ListFeed
 from tests.spark.test_controller import _plans
 
 
@@ -314,3 +315,108 @@ def test_class_managers_decide_the_arrivals_they_report_on():
     assert [m.retroactive for m in cc.classes_config(0.5).managers] == [False] * 3
     told = ClassControlConfig(manager="seamless", query_class=(1,), settings={"retroactive": True})
     assert told.classes_config(0.5).managers[0].retroactive
+
+
+def _three_classes(scheduler: str) -> NodeController:
+    """A node of three classes (one query each) in one plan, nothing shed (layout none), at
+    the prior's 0.2 s of fixed cost and 10 ms a tuple: classes 1 and 2 bring 0.2 s of work a
+    1 s interval each, class 3 0.6 s, against 0.8 s free."""
+    from dataclasses import replace
+
+    from spillway.spark.controller import DEFAULT_COST_MODEL, PlanQuery, PlanSpec
+    from tests.spark.test_controller import _steady
+
+    plan = PlanSpec(
+        name="p",
+        kind="avg",
+        window_s=1.0,
+        queries=(
+            PlanQuery(query_id=0, name="q1", feed=_steady(1, 20.0, seconds=60.0)),
+            PlanQuery(query_id=1, name="q2", feed=_steady(1, 20.0, seconds=60.0)),
+            PlanQuery(query_id=2, name="q3", feed=_steady(1, 60.0, seconds=60.0)),
+        ),
+    )
+    cc = ClassControlConfig(manager="aurora", query_class=(1, 2, 3), dilos=False,
+                            layout="none", scheduler=scheduler)  # fmt: skip
+    costs = replace(DEFAULT_COST_MODEL, prior_overhead_s=0.2, prior_per_tuple_s=0.01,
+                    prior_overhead_std_s=1e-6, prior_per_tuple_std_s=1e-9)  # fmt: skip
+    cfg = ControllerConfig(clock="logical", stw_s=4.0, seed=9, class_control=cc,
+                           cost_model=costs, capacity_reach=None)  # fmt: skip
+    return NodeController(cfg, [plan], make_policy("random", seed=1), epoch_s=100.0)
+
+
+def _scheduled(scheduler: str, decisions: int = 40):
+    """:func:`_three_classes` for ``decisions`` intervals, every batch measured as taking its
+    fitted time. Returns the controller, per decision each class's arrivals decided, and the
+    last offset."""
+    c = _three_classes(scheduler)
+    start, decided, off = c.initial_offset("p"), [], None
+    for _ in range(decisions):
+        off = c.latest_offset("p", start)
+        h = c.history()[-1]
+        decided.append([h.query_arrived[q] for q in ("q1", "q2", "q3")])
+        c.observe_batch("p", rows=h.admitted_tuples, duration_s=0.2 + 0.01 * h.admitted_tuples,
+                        end_offset=off, start_offset=start)  # fmt: skip
+        start = off
+    return c, decided, off
+
+
+def test_the_class_scheduler_holds_back_the_overloaded_class_and_only_it_waits():
+    c, decided, _ = _scheduled("cqc")
+    assert all(d[0] == 20 and d[1] == 20 for d in decided)  # classes 1, 2: every window now
+    ran = [d[2] // 60 for d in decided]
+    # class 3: its quota and what 1 and 2 leave (0.4 s an interval) run 2 of its 0.6 s
+    # windows every 3 intervals, and never more than one window beyond the 0.8 s free
+    assert sum(ran) == pytest.approx(len(ran) * 2 / 3, abs=1)
+    assert max(20 + 20 + d[2] for d in decided) * 0.01 <= 0.8 + 0.6
+    s = c.class_control.summary()["classes"]
+    assert s["1"]["latency_p95_s"] == pytest.approx(0.5)
+    assert s["2"]["latency_p95_s"] == pytest.approx(0.5)
+    assert s["3"]["latency_p95_s"] > 10.0  # a third of its windows wait longer every interval
+    assert c.class_control.arrived[2] == sum(d[2] for d in decided)
+
+
+def test_without_a_scheduler_every_class_waits_for_the_same_batch():
+    c, decided, _ = _scheduled("none", decisions=10)
+    assert all(d == [20, 20, 60] for d in decided)
+    s = c.class_control.summary()["classes"]
+    assert s["1"]["latency_p95_s"] == s["3"]["latency_p95_s"]
+
+
+def test_a_restarted_node_resumes_each_class_from_its_own_cut():
+    c, _, off = _scheduled("cqc", decisions=12)
+    done, _ = c.processed()
+    assert done[2] < done[0] == done[1]  # class 3 is behind
+    again = _three_classes("cqc")
+    again.latest_offset("p", off)  # Spark hands the restarted node its last offset
+    h = again.history()[-1]
+    # the decision after the restart starts each query where its cut was: class 3's windows
+    # held back are still to run, none decided twice, none skipped
+    ends = [int(x) for x in off["end"]]
+    assert [h.query_arrived[q] for q in ("q1", "q2")] == [20, 20]
+    assert h.query_arrived["q3"] % 60 == 0
+    assert again.processed()[0][2] >= done[2]
+    assert ends[2] == int(round((done[2] - 100.0) * 60))
+
+
+class _Recorded(ListFeed):
+    """A replayed file's feed: windows in the data's own time."""
+
+    def event_clock(self):
+        return (1_700_000_000.0, 60.0)
+
+
+def test_the_class_scheduler_refuses_feeds_whose_windows_it_cannot_hold_back():
+    from spillway.spark.controller import PlanQuery, PlanSpec
+
+    plan = PlanSpec(name="p", kind="avg", window_s=1.0, queries=(
+        PlanQuery(query_id=0, name="live", feed=ListFeed(times=[[0.1]], values=[[1.0]])),
+        PlanQuery(query_id=1, name="replayed", feed=_Recorded(times=[[0.1]], values=[[1.0]])),
+    ))  # fmt: skip
+    cc = ClassControlConfig(manager="aurora", query_class=(1, 2), weights=(2, 1),
+                            target_intervals=(3, 4), scheduler="cqc")  # fmt: skip
+    with pytest.raises(ConfigError, match="query 'replayed' reads a log or replays a file"):
+        NodeController(ControllerConfig(clock="logical", class_control=cc), [plan],
+                       make_policy("random"))  # fmt: skip
+    with pytest.raises(ConfigError, match="scheduler must be one of none, cqc, got 'drr'"):
+        ClassControlConfig(manager="aurora", query_class=(1,), scheduler="drr")

@@ -47,6 +47,11 @@ def test_class_plans_is_checked():
     with pytest.raises(ConfigError, match="class_plans 'pools' runs priority classes.*dilos"):
         NodeConfig(queries=(q,), class_plans="pools")
     assert _config(class_plans="lanes").class_plans == "lanes"
+    with pytest.raises(ConfigError, match="class_scheduler 'cqc' runs priority classes.*dilos"):
+        NodeConfig(queries=(q,), class_scheduler="cqc")
+    with pytest.raises(ConfigError, match="scheduler must be one of none, cqc, got 'fifo'"):
+        _config(class_scheduler="fifo")
+    assert _config(class_scheduler="cqc").class_control().scheduler == "cqc"
 
 
 def test_pools_give_one_plan_per_class_in_its_pool():
