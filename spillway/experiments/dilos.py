@@ -610,7 +610,7 @@ def _class3_lower(
     (there is no loss for DILoS to lower: the node was not overloaded for that manager)."""
     by = {_key(r): r for r in runs}
     parts = []
-    for p in config.class_plans:
+    for p in dict.fromkeys(k[3] for k in by):  # the class plans the runs measured, in order
         for m in config.managers:
             sep, dil = by.get(("separate", m, inp, p)), by.get(("dilos", m, inp, p))
             if sep is None or dil is None:
